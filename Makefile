@@ -1,0 +1,47 @@
+# GPU computing for deep learning: two commands for everyone.
+#   make course   set up .venv (first time only), then build and verify every lesson
+#   make test     set up .venv (first time only), then run the whole test suite
+# Setup is idempotent: it reruns only when pyproject.toml or the slide packages change.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.course-setup
+TORCH_VERSION := 2.13.0
+# Extra pip options for the CPU build of torch on machines without CUDA. Empty here (this
+# machine's pip serves the CPU build); elsewhere pass PyTorch's CPU wheel index, e.g.
+#   make TORCH_CPU_PIP="--index-url https://download.pytorch.org/whl/cpu" course
+TORCH_CPU_PIP ?=
+# Workers for the test suite (pytest-xdist); notebooks of one file stay on one worker.
+TEST_WORKERS ?= 2
+LESSONS ?=
+
+.PHONY: setup course test lab slides bench doctor clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml slides/package.json slides/package-lock.json scripts/setup.sh
+	TORCH_VERSION=$(TORCH_VERSION) TORCH_CPU_PIP="$(TORCH_CPU_PIP)" PYTHON=$(PYTHON) sh scripts/setup.sh
+	@touch $(STAMP)
+
+course: setup
+	$(BIN)/course doctor
+	$(BIN)/course build $(if $(LESSONS),--lessons $(LESSONS))
+
+test: setup
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+
+lab: setup
+	$(BIN)/course lab
+
+slides: setup
+	$(BIN)/course slides $(LESSONS)
+
+bench: setup
+	$(BIN)/course bench
+
+doctor: setup
+	$(BIN)/course doctor
+
+clean:
+	rm -rf build release submitted autograded feedback gradebook.db

@@ -1,0 +1,279 @@
+"""What this machine has: CPU, caches, RAM, CUDA GPUs, CuPy and Numba CUDA.
+
+Also the cited tables in ``data/`` (latency numbers, device specs) and the switch
+that puts Numba CUDA into its simulator when no GPU is usable.
+
+Every function here is cheap to call twice: expensive probes are cached.
+"""
+from __future__ import annotations
+
+import csv
+import ctypes
+import ctypes.util
+import functools
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+
+# --------------------------------------------------------------------------- CPU
+@dataclass
+class CpuInfo:
+    """The host CPU. Cache sizes in bytes, clock in Hz (0 when unknown)."""
+
+    model: str
+    arch: str
+    physical_cores: int
+    logical_cores: int
+    max_clock_hz: float
+    simd: list[str] = field(default_factory=list)
+    caches: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def widest_simd_bits(self) -> int:
+        """Width of the widest vector unit in bits (128 for SSE/NEON, 256 AVX2, 512 AVX-512)."""
+        if any(f.startswith("avx512") for f in self.simd):
+            return 512
+        if "avx2" in self.simd or "avx" in self.simd:
+            return 256
+        return 128 if self.simd else 64
+
+
+SIMD_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni",
+              "amx_bf16", "amx_tile", "neon", "asimd", "sve")
+
+
+def _sysfs_caches() -> dict[str, int]:
+    """Cache sizes of cpu0 from Linux sysfs, e.g. {'L1d': 49152, 'L2': 2097152}."""
+    caches: dict[str, int] = {}
+    base = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(base.glob("index*")):
+        try:
+            level = (index / "level").read_text().strip()
+            kind = (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        suffix = {"Data": "d", "Instruction": "i"}.get(kind, "")
+        mult = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1], 1)
+        caches[f"L{level}{suffix}"] = int(size.rstrip("KMG")) * mult
+    return caches
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_info() -> CpuInfo:
+    """Describe the host CPU (model, cores, clock, SIMD extensions, cache sizes)."""
+    import cpuinfo  # py-cpuinfo
+    import psutil
+
+    info = cpuinfo.get_cpu_info()
+    flags = set(info.get("flags", []))
+    clock = 0.0
+    freq = psutil.cpu_freq()
+    if freq and freq.max:
+        clock = freq.max * 1e6
+    elif info.get("hz_advertised"):
+        clock = float(info["hz_advertised"][0])
+    caches = _sysfs_caches()
+    if not caches:  # macOS, Windows: py-cpuinfo's figures
+        for key, name in (("l1_data_cache_size", "L1d"), ("l2_cache_size", "L2"),
+                          ("l3_cache_size", "L3")):
+            if isinstance(info.get(key), int):
+                caches[name] = info[key]
+    return CpuInfo(
+        model=info.get("brand_raw") or platform.processor() or "unknown CPU",
+        arch=platform.machine(),
+        physical_cores=psutil.cpu_count(logical=False) or os.cpu_count() or 1,
+        logical_cores=psutil.cpu_count(logical=True) or os.cpu_count() or 1,
+        max_clock_hz=clock,
+        simd=[f for f in SIMD_FLAGS if f in flags],
+        caches=caches,
+    )
+
+
+def ram_bytes() -> int:
+    """Total physical memory in bytes."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+# --------------------------------------------------------------------------- GPUs
+@dataclass
+class GpuInfo:
+    """One CUDA device as torch sees it. Memory in bytes."""
+
+    index: int
+    name: str
+    memory_bytes: int
+    compute_capability: str
+    multiprocessors: int
+
+
+def cuda_gpus() -> list[GpuInfo]:
+    """CUDA devices usable by torch (an empty list on a machine without one)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for i in range(torch.cuda.device_count()):
+        p = torch.cuda.get_device_properties(i)
+        gpus.append(GpuInfo(i, p.name, int(p.total_memory), f"{p.major}.{p.minor}",
+                            int(p.multi_processor_count)))
+    return gpus
+
+
+@functools.lru_cache(maxsize=1)
+def _driver_sees_gpu() -> bool:
+    """True when the CUDA driver library loads and reports at least one device.
+
+    Cheap and torch-free, so it can run before ``numba.cuda`` is imported.
+    """
+    name = ctypes.util.find_library("cuda") or ("libcuda.so.1" if sys.platform == "linux" else None)
+    if not name:
+        return False
+    try:
+        lib = ctypes.CDLL(name)
+        count = ctypes.c_int(0)
+        return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    except OSError:
+        return False
+
+
+def cupy_usable() -> bool:
+    """True when CuPy imports *and* can allocate on a GPU.
+
+    ``import cupy`` succeeds on machines without a GPU; only the first allocation fails,
+    so the decision is keyed on ``cupy.cuda.is_available()``.
+    """
+    try:
+        import cupy
+    except Exception:
+        return False
+    try:
+        return bool(cupy.cuda.is_available())
+    except Exception:
+        return False
+
+
+# --------------------------------------------------------------- Numba CUDA switch
+_SIM_NOTICE = ("course_lib: no usable CUDA GPU, so Numba CUDA kernels run in the CUDA simulator "
+               "(correct results, one CPU thread per GPU thread, not timed).")
+_notice_shown = False
+
+
+def prepare_numba_cuda() -> bool:
+    """Switch Numba to its CUDA simulator when no GPU is usable; return True if simulated.
+
+    Must run before ``numba.cuda`` is first imported: Numba reads ``NUMBA_ENABLE_CUDASIM``
+    once, at that import. If ``numba.cuda`` was already imported, the choice made then stands.
+    """
+    if "numba.cuda" in sys.modules:
+        return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") in ("0", "1"):  # the user decided
+        return os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
+    simulated = not _driver_sees_gpu()
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if simulated else "0"
+    return simulated
+
+
+def numba_cuda():
+    """Return the ``numba.cuda`` module, real or simulated, printing a one-line notice once
+    when it is the simulator."""
+    global _notice_shown
+    simulated = prepare_numba_cuda()
+    from numba import cuda
+
+    if simulated and not _notice_shown:
+        print(_SIM_NOTICE)
+        _notice_shown = True
+    return cuda
+
+
+def numba_cuda_mode() -> str:
+    """'real' when Numba CUDA kernels run on a GPU, 'simulator' otherwise."""
+    return "simulator" if prepare_numba_cuda() else "real"
+
+
+# ------------------------------------------------------------------ the whole box
+def distributed_backends() -> list[str]:
+    """torch.distributed backends built into this torch ('gloo', 'nccl', 'mpi')."""
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return []
+    checks = {"gloo": dist.is_gloo_available, "nccl": dist.is_nccl_available,
+              "mpi": dist.is_mpi_available}
+    return [name for name, check in checks.items() if check()]
+
+
+def describe() -> dict:
+    """Everything above as one JSON-ready dict, plus the fallbacks that apply here."""
+    import numpy
+    import torch
+
+    gpus = cuda_gpus()
+    cupy_ok = cupy_usable()
+    mode = numba_cuda_mode()
+    fallbacks = []
+    if not gpus:
+        fallbacks.append("torch runs on the CPU (no CUDA GPU)")
+    if not cupy_ok:
+        fallbacks.append("arrays use NumPy (CuPy has no usable GPU)")
+    if mode == "simulator":
+        fallbacks.append("Numba CUDA kernels run in the CUDA simulator")
+    if len(gpus) < 2:
+        fallbacks.append("multi-GPU lessons use several CPU processes with the gloo backend")
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "numpy": numpy.__version__,
+        "cpu": asdict(cpu_info()),
+        "ram_bytes": ram_bytes(),
+        "cuda_gpus": [asdict(g) for g in gpus],
+        "cupy_usable": cupy_ok,
+        "array_module": "cupy" if cupy_ok else "numpy",
+        "numba_cuda": mode,
+        "distributed_backends": distributed_backends(),
+        "fallbacks": fallbacks,
+    }
+
+
+def device_label() -> str:
+    """A short human label of where torch computes by default, for 'measured here on: ...'."""
+    gpus = cuda_gpus()
+    if gpus:
+        return f"{gpus[0].name} (CUDA GPU)"
+    cpu = cpu_info()
+    return f"{cpu.model}, {cpu.physical_cores} cores (CPU)"
+
+
+# ----------------------------------------------------------------- cited tables
+def _read_csv(name: str) -> list[dict]:
+    path = DATA_DIR / name
+    with path.open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def latency_numbers() -> list[dict]:
+    """The latency table (``data/latency_numbers.csv``): action, seconds (float), notes, source."""
+    rows = _read_csv("latency_numbers.csv")
+    for row in rows:
+        row["seconds"] = float(row["seconds"])
+    return rows
+
+
+def device_specs() -> list[dict]:
+    """Cited processor specs (``data/device_specs.csv``); numeric columns as floats (NaN if blank)."""
+    rows = _read_csv("device_specs.csv")
+    for row in rows:
+        for key in ("year", "cores", "clock_ghz", "fp32_tflops", "fp64_tflops", "memory_gb",
+                    "bandwidth_gbs"):
+            row[key] = float(row[key]) if row.get(key) else float("nan")
+    return rows

@@ -1,0 +1,79 @@
+"""Experiments that make the memory hierarchy visible from Python.
+
+* ``stride_sweep``: touch every k-th float of a large array. Memory moves whole cache
+  lines (64 bytes on most CPUs), so until k floats span a line every access still pulls
+  a full line: the time per *touched element* grows with k, then levels off.
+* ``working_set_sweep``: read arrays of growing size again and again. While the array
+  fits in a cache the read bandwidth is that cache's; past the last level it drops to
+  main memory's.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .timing import benchmark
+
+
+def stride_sweep(strides=(1, 2, 4, 8, 16, 32, 64, 128), nbytes: int = 64 * 2**20,
+                 repeat: int = 5) -> list[dict]:
+    """Sum every ``stride``-th float32 of an ``nbytes`` array; one row per stride with
+    seconds (median per sum), elements touched and nanoseconds per touched element."""
+    data = np.ones(nbytes // 4, dtype=np.float32)
+    rows = []
+    for stride in strides:
+        view = data[::stride]
+        timing = benchmark(view.sum, label=f"stride {stride}", warmup=1, repeat=repeat, number=1)
+        rows.append({"stride": stride, "stride_bytes": 4 * stride, "elements": view.size,
+                     "seconds": timing.median, "ns_per_element": timing.median / view.size * 1e9})
+    return rows
+
+
+def working_set_sweep(sizes_bytes=None, repeat: int = 5) -> list[dict]:
+    """Read bandwidth (bytes/s) of summing a float32 array, one row per working-set size."""
+    if sizes_bytes is None:
+        sizes_bytes = [2**p for p in range(13, 28)]  # 8 KiB .. 128 MiB
+    rows = []
+    for size in sizes_bytes:
+        data = np.ones(max(size // 4, 1), dtype=np.float32)
+        timing = benchmark(data.sum, label=f"{size} B", warmup=2, repeat=repeat,
+                           min_repeat_time=0.005)
+        rows.append({"bytes": data.nbytes, "seconds": timing.median,
+                     "bandwidth": data.nbytes / timing.median})
+    return rows
+
+
+def plot_stride(rows: list[dict], line_bytes: int = 64, ax=None):
+    """Nanoseconds per touched element against stride in bytes, cache-line size marked."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([r["stride_bytes"] for r in rows], [r["ns_per_element"] for r in rows], "o-")
+    ax.axvline(line_bytes, color="grey", ls="--", lw=1)
+    ax.annotate(f"{line_bytes}-byte cache line", (line_bytes, ax.get_ylim()[1]), ha="left",
+                va="top", fontsize=9, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("distance between touched floats (bytes)")
+    ax.set_ylabel("ns per touched element")
+    ax.grid(True, alpha=0.3)
+    return ax
+
+
+def plot_working_set(rows: list[dict], caches: dict[str, int] | None = None, ax=None):
+    """Read bandwidth (GB/s) against working-set size with this CPU's cache sizes marked."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot([r["bytes"] for r in rows], [r["bandwidth"] / 1e9 for r in rows], "o-")
+    for name, size in (caches or {}).items():
+        if name.endswith("i"):
+            continue
+        ax.axvline(size, color="grey", ls="--", lw=1)
+        ax.annotate(name, (size, ax.get_ylim()[1]), ha="right", va="top", fontsize=9,
+                    color="grey", rotation=90)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("working set (bytes)")
+    ax.set_ylabel("read bandwidth (GB/s)")
+    ax.grid(True, alpha=0.3)
+    return ax

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Bootstrap .venv from nothing: torch first (CUDA build where a GPU is present, the pinned
+# CPU build elsewhere), then the course package with its dev tools, then the local copies of
+# the JavaScript that offline slide decks need. Safe to run again.
+set -eu
+PYTHON=${PYTHON:-python3}
+TORCH_VERSION=${TORCH_VERSION:-2.13.0}
+TORCH_CPU_PIP=${TORCH_CPU_PIP:-}
+BIN=.venv/bin
+
+say() { printf '\n== %s\n' "$*"; }
+
+if [ ! -x "$BIN/python" ]; then
+    say "creating .venv with $($PYTHON --version 2>&1)"
+    "$PYTHON" -m venv .venv
+fi
+"$BIN/python" -m pip install --quiet --upgrade pip
+
+gpu=no
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu=yes; fi
+
+if "$BIN/python" -c "import torch" >/dev/null 2>&1; then
+    say "torch $("$BIN/python" -c 'import torch; print(torch.__version__)') already installed"
+elif [ "$gpu" = yes ]; then
+    say "NVIDIA GPU found: installing torch $TORCH_VERSION with CUDA"
+    "$BIN/pip" install "torch==$TORCH_VERSION"
+else
+    say "no NVIDIA GPU: installing the CPU build of torch $TORCH_VERSION"
+    # shellcheck disable=SC2086 # TORCH_CPU_PIP holds several words on purpose
+    "$BIN/pip" install "torch==$TORCH_VERSION" $TORCH_CPU_PIP
+fi
+
+say "installing course_lib and its tools"
+"$BIN/pip" install --quiet -e ".[dev]"
+if [ "$gpu" = yes ]; then
+    "$BIN/pip" install --quiet -e ".[dev,gpu]" || echo "warning: CuPy / numba-cuda did not install; lessons fall back to NumPy and the CUDA simulator (see README: environment.yml)"
+fi
+
+say "local copies of reveal.js, require.js, jQuery and MathJax for offline slides"
+if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "npm not found: installing Debian's nodejs and npm"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+fi
+if command -v npm >/dev/null 2>&1; then
+    (cd slides && npm ci --no-audit --no-fund --loglevel=error)
+else
+    echo "warning: npm (Node.js) is not installed, so offline slide decks cannot be built."
+    echo "         Install Node.js, then run 'make setup' again. Everything else works."
+fi
+
+say "setup done: $("$BIN/python" --version), $("$BIN/python" -c 'import torch; print("torch", torch.__version__)')"

@@ -1,0 +1,427 @@
+"""Numba CUDA kernels of lesson 03, their launch helpers, and a memory-access counter.
+
+Every kernel here is plain ``@cuda.jit`` code: on a machine with an NVIDIA GPU it is
+compiled for the GPU, elsewhere it runs in Numba's CUDA simulator (one CPU thread per
+GPU thread; see :func:`course_lib.hardware.numba_cuda`). The launch helpers choose the
+grid and block sizes, copy inputs to the device and the result back, and return NumPy.
+
+Index convention for 2-D kernels: ``x, y = cuda.grid(2)``; **x is the column, y the
+row**. Neighbouring threads of a warp (consecutive ``threadIdx.x``) then touch
+neighbouring elements of a row-major array, so their global loads coalesce.
+
+:func:`count_accesses` runs a kernel in the simulator with every array argument and
+every shared-memory array wrapped in a counting proxy, and reports how many global and
+shared reads and writes each thread made (the idea of GPU-Puzzles). The counts depend
+only on the kernel's code and the launch configuration, never on timing.
+"""
+from __future__ import annotations
+
+import math
+import sys
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from unittest import mock
+
+import numpy as np
+from numba import float32, float64
+
+from .hardware import numba_cuda, numba_cuda_mode
+
+cuda = numba_cuda()
+
+TILE = 8
+"""Edge of the square tile (threads per block side) used by the tiled matmul, in elements."""
+REDUCE_THREADS = 64
+"""Threads per block of the shared-memory reduction (a power of two)."""
+
+ACCESS_KINDS = ("global_reads", "global_writes", "shared_reads", "shared_writes", "atomics")
+
+
+# ------------------------------------------------------------------ launch geometry
+def blocks_for(n: int, threads_per_block: int) -> int:
+    """Number of blocks so that ``blocks * threads_per_block >= n`` (ceiling division)."""
+    if threads_per_block <= 0:
+        raise ValueError("threads_per_block must be positive")
+    return max(1, -(-int(n) // int(threads_per_block)))
+
+
+def grid_1d(n: int, threads_per_block: int = 128) -> tuple[int, int]:
+    """(blocks, threads per block) covering ``n`` elements with one thread each."""
+    return blocks_for(n, threads_per_block), threads_per_block
+
+
+def grid_2d(rows: int, cols: int, block: tuple[int, int] = (TILE, TILE)) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(grid, block) covering a rows x cols output, x along columns and y along rows.
+
+    ``block`` is (threads along x, threads along y).
+    """
+    bx, by = block
+    return (blocks_for(cols, bx), blocks_for(rows, by)), (bx, by)
+
+
+# ------------------------------------------------------------------------- kernels
+@cuda.jit
+def vector_add_kernel(a, b, out):
+    """out[i] = a[i] + b[i]; one thread per element, extra threads do nothing."""
+    i = cuda.grid(1)
+    if i < out.size:
+        out[i] = a[i] + b[i]
+
+
+@cuda.jit
+def squared_distance_kernel(x, y, out):
+    """out[i, j] = sum_k (x[i, k] - y[j, k])**2; one thread per output element."""
+    j, i = cuda.grid(2)
+    if i < out.shape[0] and j < out.shape[1]:
+        acc = 0.0
+        for k in range(x.shape[1]):
+            diff = x[i, k] - y[j, k]
+            acc += diff * diff
+        out[i, j] = acc
+
+
+@cuda.jit
+def matmul_naive_kernel(a, b, c):
+    """c[i, j] = sum_k a[i, k] * b[k, j], every operand read from global memory."""
+    j, i = cuda.grid(2)
+    if i < c.shape[0] and j < c.shape[1]:
+        acc = 0.0
+        for k in range(a.shape[1]):
+            acc += a[i, k] * b[k, j]
+        c[i, j] = acc
+
+
+@cuda.jit
+def matmul_tiled_kernel(a, b, c):
+    """c = a @ b with TILE x TILE tiles staged in shared memory.
+
+    Each block computes one TILE x TILE tile of ``c``. In every phase each thread loads
+    one element of ``a`` and one of ``b`` into shared memory; after ``syncthreads`` the
+    whole block reuses them TILE times. Elements outside the matrices load as zero.
+    """
+    a_tile = cuda.shared.array((TILE, TILE), float32)
+    b_tile = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    j, i = cuda.grid(2)
+    acc = 0.0
+    for phase in range((a.shape[1] + TILE - 1) // TILE):
+        k_a = phase * TILE + tx
+        k_b = phase * TILE + ty
+        if i < a.shape[0] and k_a < a.shape[1]:
+            a_tile[ty, tx] = a[i, k_a]
+        else:
+            a_tile[ty, tx] = 0.0
+        if k_b < b.shape[0] and j < b.shape[1]:
+            b_tile[ty, tx] = b[k_b, j]
+        else:
+            b_tile[ty, tx] = 0.0
+        cuda.syncthreads()          # the tile is complete before anyone reads it
+        for k in range(TILE):
+            acc += a_tile[ty, k] * b_tile[k, tx]
+        cuda.syncthreads()          # everyone is done before the tile is overwritten
+    if i < c.shape[0] and j < c.shape[1]:
+        c[i, j] = acc
+
+
+@cuda.jit
+def block_sum_kernel(x, partial):
+    """partial[b] = sum of block b's slice of x, by a tree reduction in shared memory."""
+    buf = cuda.shared.array(REDUCE_THREADS, float64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    if i < x.size:
+        buf[t] = x[i]
+    else:
+        buf[t] = 0.0
+    cuda.syncthreads()
+    stride = cuda.blockDim.x // 2
+    while stride > 0:
+        if t < stride:
+            buf[t] += buf[t + stride]
+        cuda.syncthreads()
+        stride //= 2
+    if t == 0:
+        partial[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def histogram_kernel(x, lo, hi, counts):
+    """counts[b] += 1 for the bin b of every x in [lo, hi] (equal-width bins, last one
+    closed like NumPy's); threads that hit the same bin collide, so the add is atomic."""
+    i = cuda.grid(1)
+    if i < x.size:
+        v = x[i]
+        if v >= lo and v <= hi:
+            nbins = counts.size
+            b = int((v - lo) / (hi - lo) * nbins)
+            if b >= nbins:
+                b = nbins - 1
+            cuda.atomic.add(counts, b, 1)
+
+
+# -------------------------------------------------------------------- launch helpers
+def _launch(kernel, grid, block, args, out_index: int, count: bool):
+    """Launch ``kernel[grid, block](*args)`` and return ``args[out_index]`` as NumPy.
+
+    On a GPU, NumPy arguments are copied to the device first and the output back after.
+    With ``count=True`` the launch runs in the simulator and returns (output, AccessCounts).
+    """
+    if count:
+        counts = count_accesses(kernel, grid, block, *args)
+        return args[out_index], counts
+    if numba_cuda_mode() == "real":
+        dev = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+        kernel[grid, block](*dev)
+        cuda.synchronize()
+        return dev[out_index].copy_to_host()
+    kernel[grid, block](*args)
+    return args[out_index]
+
+
+def vector_add(a, b, threads_per_block: int = 128, count: bool = False):
+    """a + b for 1-D arrays of equal length, one GPU thread per element."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"need two 1-D arrays of the same length, got {a.shape} and {b.shape}")
+    out = np.zeros(a.shape, dtype=np.result_type(a, b))
+    blocks, threads = grid_1d(a.size, threads_per_block)
+    return _launch(vector_add_kernel, blocks, threads, (a, b, out), 2, count)
+
+
+def squared_distances(x, y=None, block: tuple[int, int] = (TILE, TILE), count: bool = False):
+    """The (m, n) matrix of squared Euclidean distances between rows of x (m, d) and y (n, d)."""
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    y = x if y is None else np.ascontiguousarray(y, dtype=np.float64)
+    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+        raise ValueError(f"need (m, d) and (n, d) arrays, got {x.shape} and {y.shape}")
+    out = np.zeros((x.shape[0], y.shape[0]))
+    grid, block = grid_2d(x.shape[0], y.shape[0], block)
+    return _launch(squared_distance_kernel, grid, block, (x, y, out), 2, count)
+
+
+def _matmul_operands(a, b):
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    b = np.ascontiguousarray(b, dtype=np.float32)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"cannot multiply shapes {a.shape} and {b.shape}")
+    return a, b, np.zeros((a.shape[0], b.shape[1]), dtype=np.float32)
+
+
+def matmul_naive(a, b, block: tuple[int, int] = (TILE, TILE), count: bool = False):
+    """a @ b in float32 with one thread per output element reading straight from global memory."""
+    a, b, c = _matmul_operands(a, b)
+    grid, block = grid_2d(c.shape[0], c.shape[1], block)
+    return _launch(matmul_naive_kernel, grid, block, (a, b, c), 2, count)
+
+
+def matmul_tiled(a, b, count: bool = False):
+    """a @ b in float32 with TILE x TILE blocks sharing tiles of a and b in shared memory."""
+    a, b, c = _matmul_operands(a, b)
+    grid, block = grid_2d(c.shape[0], c.shape[1], (TILE, TILE))
+    return _launch(matmul_tiled_kernel, grid, block, (a, b, c), 2, count)
+
+
+def block_sums(x, count: bool = False):
+    """Per-block sums of a 1-D array (REDUCE_THREADS elements per block), as float64."""
+    x = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    blocks, threads = grid_1d(x.size, REDUCE_THREADS)
+    partial = np.zeros(blocks)
+    return _launch(block_sum_kernel, blocks, threads, (x, partial), 1, count)
+
+
+def reduce_sum(x) -> float:
+    """Sum of all elements: a shared-memory reduction per block, then the few partial
+    sums added on the host."""
+    return float(np.sum(block_sums(x)))
+
+
+def histogram(x, bins: int, lo: float, hi: float, threads_per_block: int = 128, count: bool = False):
+    """Counts of x in ``bins`` equal-width bins over [lo, hi] (int32), like
+    ``np.histogram(x, bins, (lo, hi))[0]``."""
+    if not hi > lo:
+        raise ValueError("need hi > lo")
+    x = np.ascontiguousarray(x, dtype=np.float64).ravel()
+    counts = np.zeros(int(bins), dtype=np.int32)
+    blocks, threads = grid_1d(x.size, threads_per_block)
+    return _launch(histogram_kernel, blocks, threads, (x, float(lo), float(hi), counts), 3, count)
+
+
+# ---------------------------------------------------------------- access counting
+@dataclass
+class AccessCounts:
+    """Memory accesses of one simulated launch, per thread.
+
+    ``per_thread`` maps (blockIdx, threadIdx) (tuples of 3 ints) to a Counter over
+    :data:`ACCESS_KINDS`. Every launched thread has an entry, even one that did nothing.
+    """
+
+    per_thread: dict = field(repr=False)
+
+    @property
+    def threads(self) -> int:
+        return len(self.per_thread)
+
+    def _values(self, kind: str) -> list[int]:
+        if kind not in ACCESS_KINDS:
+            raise KeyError(f"unknown access kind {kind!r}; choose from {ACCESS_KINDS}")
+        return [c[kind] for c in self.per_thread.values()]
+
+    def max_per_thread(self, kind: str) -> int:
+        """The most accesses of this kind any one thread made."""
+        return max(self._values(kind), default=0)
+
+    def mean_per_thread(self, kind: str) -> float:
+        """Accesses of this kind per launched thread, on average."""
+        values = self._values(kind)
+        return sum(values) / len(values) if values else 0.0
+
+    def total(self, kind: str) -> int:
+        """Accesses of this kind by all threads together."""
+        return sum(self._values(kind))
+
+    def of_thread(self, block: tuple, thread: tuple) -> dict:
+        """The counts of one thread; indices may be given with fewer than 3 entries."""
+        key = (tuple(block) + (0,) * (3 - len(block)), tuple(thread) + (0,) * (3 - len(thread)))
+        return {k: self.per_thread[key][k] for k in ACCESS_KINDS}
+
+    def summary(self) -> dict:
+        """{kind: {'max': ..., 'mean': ..., 'total': ...}} for every kind."""
+        return {k: {"max": self.max_per_thread(k), "mean": self.mean_per_thread(k),
+                    "total": self.total(k)} for k in ACCESS_KINDS}
+
+
+class _Recorder:
+    """Thread-safe tally of accesses, keyed by the simulated thread's indices."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.per_thread: dict = {}
+
+    def key(self):
+        t = threading.current_thread()
+        return (tuple(t.blockIdx), tuple(t.threadIdx))
+
+    def add(self, kind: str, n: int = 1) -> None:
+        key = self.key()
+        with self.lock:
+            self.per_thread.setdefault(key, Counter())[kind] += n
+
+    def touch(self) -> None:
+        key = self.key()
+        with self.lock:
+            self.per_thread.setdefault(key, Counter())
+
+
+class CountingArray:
+    """An array stand-in that counts element reads and writes of the calling thread.
+
+    ``space`` is 'global' or 'shared'. Shape, size, ndim and dtype are free (on a GPU
+    they are kernel parameters, not memory traffic).
+    """
+
+    def __init__(self, array: np.ndarray, space: str, recorder: _Recorder):
+        self._array = array
+        self._space = space
+        self._recorder = recorder
+        self.shape = array.shape
+        self.size = array.size
+        self.ndim = array.ndim
+        self.dtype = array.dtype
+
+    def __len__(self):
+        return len(self._array)
+
+    def __getitem__(self, index):
+        value = self._array[index]
+        self._recorder.add(f"{self._space}_reads", int(np.size(value)))
+        return value
+
+    def __setitem__(self, index, value):
+        self._array[index] = value
+        self._recorder.add(f"{self._space}_writes", int(np.size(self._array[index])))
+
+
+def _counting_shared_array(recorder: _Recorder):
+    """A replacement for the simulator's ``cuda.shared.array`` returning counting arrays.
+
+    Like the simulator, one allocation per source line of the kernel, shared by the
+    threads of a block (the simulator makes a fresh shared-memory object per block).
+    """
+    from numba.core import types
+    from numba.np import numpy_support
+
+    lock = threading.Lock()
+
+    def array(self, shape, dtype):
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        caller = sys._getframe(1)
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        with lock:
+            allocations = self.__dict__.setdefault("_counting_allocations", {})
+            if key not in allocations:
+                allocations[key] = CountingArray(np.zeros(shape, dtype), "shared", recorder)
+            return allocations[key]
+
+    return array
+
+
+def _counting_atomic_add(recorder: _Recorder):
+    lock = threading.Lock()
+
+    def add(self, array, index, val):
+        target = array._array if isinstance(array, CountingArray) else array
+        recorder.add("atomics")
+        with lock:
+            old = target[index]
+            target[index] += val
+        return old
+
+    return add
+
+
+def count_accesses(kernel, grid, block, *args) -> AccessCounts:
+    """Run ``kernel[grid, block](*args)`` in the CUDA simulator and count memory accesses.
+
+    NumPy array arguments are global memory; arrays from ``cuda.shared.array`` are shared
+    memory; ``cuda.atomic.add`` counts as one atomic (not as a read plus a write). Array
+    arguments are updated in place, as after a normal launch. Works whether or not a GPU
+    is present (the kernel's Python source is what runs). Keep launches small: the
+    simulator uses one OS thread per GPU thread.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAShared
+
+    recorder = _Recorder()
+    wrapped = [CountingArray(a, "global", recorder) if isinstance(a, np.ndarray) and a.ndim > 0 else a
+               for a in args]
+    fn = getattr(kernel, "py_func", kernel)
+    simulated = FakeCUDAKernel(fn, device=False)
+    with mock.patch.object(FakeCUDAShared, "array", _counting_shared_array(recorder)), \
+            mock.patch.object(FakeCUDAAtomic, "add", _counting_atomic_add(recorder)), \
+            mock.patch("numba.cuda.simulator.kernel.BlockThread.run", _touching_run(recorder)):
+        simulated[grid, block](*wrapped)
+    return AccessCounts(dict(recorder.per_thread))
+
+
+def _touching_run(recorder: _Recorder):
+    """BlockThread.run that first registers the thread, so idle threads appear with zeros."""
+    from numba.cuda.simulator.kernel import BlockThread
+
+    original = BlockThread.run
+
+    def run(self):
+        recorder.touch()
+        original(self)
+
+    return run
+
+
+# ------------------------------------------------------------------ hand counts
+def matmul_global_reads_per_thread(k: int, tiled: bool, tile: int = TILE) -> int:
+    """Global reads per thread for an output element of a (.., k) @ (k, ..) product, when
+    every operand is in bounds: 2k for the naive kernel, 2 per phase (ceil(k/tile) phases)
+    for the tiled one."""
+    return 2 * math.ceil(k / tile) if tiled else 2 * k

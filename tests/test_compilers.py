@@ -1,0 +1,59 @@
+"""Tests of the compiler helpers (torch.compile itself is exercised by lesson 05, not here: it is slow)."""
+import pytest
+import torch
+
+from course_lib import compilers as C
+
+
+def branchy(x):
+    if x.sum() > 0:
+        return x + 10
+    return x - 10
+
+
+def test_make_mlp_shapes_and_eval_mode():
+    m = C.make_mlp(512, (256, 128), 2)
+    assert m(torch.zeros(3, 512)).shape == (3, 2) and not m.training
+    assert sum(p.numel() for p in m.parameters()) == 512 * 256 + 256 + 256 * 128 + 128 + 128 * 2 + 2
+
+
+def test_trace_freezes_a_branch_and_script_keeps_it():
+    pos, neg = torch.ones(3), -torch.ones(3)
+    traced = C.trace(branchy, pos)
+    scripted = C.script(branchy)
+    assert C.disagreements(branchy, traced, [pos, neg]) == [1]
+    assert C.disagreements(branchy, scripted, [pos, neg]) == []
+
+
+def test_speedup_arithmetic():
+    s = C.Speedup(eager_seconds=2e-3, compiled_seconds=1e-3, compile_seconds=10.0)
+    assert s.steady == pytest.approx(2.0)
+    assert s.break_even_calls == pytest.approx(10_000)
+    assert s.including_compile(10_000) == pytest.approx(1.0)
+    assert C.Speedup(1e-3, 2e-3, 1.0).break_even_calls == float("inf")
+
+
+def test_measure_speedup_and_dispatch_overhead_return_positive_seconds():
+    m = C.make_mlp(8, (8,), 2)
+    x = torch.randn(1, 8)
+    s = C.measure_speedup(m, C.trace(m, x), x, compile_seconds=0.0, repeat=3)
+    assert s.eager_seconds > 0 and s.compiled_seconds > 0
+    rows = C.dispatch_overhead(sizes=(1, 16))
+    assert [n for n, _ in rows] == [1, 16] and all(t > 0 for _, t in rows)
+
+
+def test_export_graph_ops_saving_and_round_trip():
+    m = C.make_mlp(8, (4,), 2)
+    x = torch.randn(2, 8)
+    exported = C.export(m, x)
+    assert C.graph_ops(exported) == ["aten.linear.default", "aten.relu.default", "aten.linear.default"]
+    assert torch.allclose(C.round_trip(exported)(x), m(x))
+    assert C.saved_size(m, "state_dict") > 0 and C.saved_size(exported) > 0
+    assert C.saved_size(C.trace(m, x), "jit") > 0
+    with pytest.raises(ValueError):
+        C.saved_size(m, "pickle")
+
+
+def test_compile_failure_is_reported_not_raised():
+    result = C.compile_and_warm(C.make_mlp(4, (4,), 2), torch.randn(1, 4), backend="no_such_backend")
+    assert not result.ok and result.error

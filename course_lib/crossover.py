@@ -1,0 +1,143 @@
+"""Benchmark sweeps over problem size and the crossover plot of lesson 04.
+
+A GPU pays a fixed cost per call (kernel launch, transfers, Python overhead) and then
+processes large problems quickly; a CPU starts faster but grows steeply. The size where
+the lines cross is the *crossover*. Here every line is measured on this machine; GPU
+backends are timed only on a real GPU (the Numba CUDA simulator is never timed), and
+seed 004's GPU figures are drawn beside the local lines, labelled with their source.
+"""
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .hardware import DATA_DIR
+
+
+@dataclass
+class Sweep:
+    """Median seconds per call of each backend at each size (NaN where not timed)."""
+
+    sizes: list[int]
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    device: str = ""
+    not_timed: dict[str, str] = field(default_factory=dict)
+
+
+def timed_backends() -> tuple[list[str], dict[str, str]]:
+    """(backends to time here, {backend: why it is not timed}) for the distance matrix."""
+    from .distance import BACKENDS, available_backends
+    from .hardware import numba_cuda_mode
+
+    skipped = {}
+    chosen = []
+    for name in BACKENDS:
+        if name not in available_backends():
+            skipped[name] = "no GPU that CuPy can use"
+        elif name == "numba-cuda" and numba_cuda_mode() == "simulator":
+            skipped[name] = "runs in the CUDA simulator here: correct results, not timed"
+        else:
+            chosen.append(name)
+    return chosen, skipped
+
+
+def sweep(sizes, backends=None, d: int = 3, repeat: int = 3, seed: int = 0,
+          max_seconds_per_call: float = 0.5) -> Sweep:
+    """Time ``distance.squared_distances(x, x, backend)`` for n points in d dimensions.
+
+    A backend that took longer than ``max_seconds_per_call`` at one size is not run at
+    larger sizes (NaN there), which keeps a sweep short on a slow machine.
+    """
+    from .distance import squared_distances
+    from .hardware import device_label
+    from .timing import benchmark
+
+    chosen, skipped = timed_backends()
+    if backends is not None:
+        chosen = [b for b in chosen if b in backends]
+        skipped = {b: why for b, why in skipped.items() if b in backends}
+    rng = np.random.default_rng(seed)
+    result = Sweep(list(sizes), {b: [] for b in chosen}, device_label(), skipped)
+    for backend in chosen:
+        sync = "cupy" if backend == "cupy" else None
+        too_slow = False
+        for n in sizes:
+            if too_slow:
+                result.seconds[backend].append(float("nan"))
+                continue
+            x = rng.random((n, d))
+            if backend == "cupy":
+                import cupy
+
+                x = cupy.asarray(x)
+            t = benchmark(lambda: squared_distances(x, x, backend), device=sync, warmup=1,
+                          repeat=repeat, min_repeat_time=0.005)
+            result.seconds[backend].append(t.median)
+            too_slow = t.median > max_seconds_per_call
+    return result
+
+
+def crossover_size(sizes, slow_at_small, fast_at_large):
+    """The smallest size from which ``fast_at_large`` is faster at this and every larger
+    size (None if it never is). Both timing lists are seconds per size; NaN counts as
+    'not faster'."""
+    answer = None
+    for n, a, b in zip(reversed(list(sizes)), reversed(list(slow_at_small)), reversed(list(fast_at_large))):
+        if b < a:
+            answer = n
+        else:
+            break
+    return answer
+
+
+def seed_gpu_figures() -> list[dict]:
+    """Seed 004's cited GPU figures for the distance matrix (``data/seed004_gpu_distance.csv``)."""
+    with (DATA_DIR / "seed004_gpu_distance.csv").open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        row["value"] = float(row["value"])
+    return rows
+
+
+def plot(result: Sweep, baseline: str = "numpy-matmul", axes=None):
+    """Two panels: seconds against n (measured here), and speed-up over ``baseline`` with
+    seed 004's cited GPU speed-up marked. Untimed backends are named in the title."""
+    import matplotlib.pyplot as plt
+
+    if axes is None:
+        _, axes = plt.subplots(1, 2, figsize=(11, 4))
+    left, right = axes
+    sizes = np.asarray(result.sizes)
+    for backend, secs in result.seconds.items():
+        left.plot(sizes, secs, "o-", label=f"{backend} (measured)")
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("number of points n (d = 3)")
+    left.set_ylabel("median seconds per call")
+    left.set_title(f"measured here on: {result.device}", fontsize=9)
+    left.grid(True, which="both", alpha=0.3)
+    left.legend(fontsize=8)
+
+    base = np.asarray(result.seconds.get(baseline, [np.nan] * len(sizes)))
+    for backend, secs in result.seconds.items():
+        right.plot(sizes, base / np.asarray(secs), "o-", label=f"{backend} (measured)")
+    for fig in seed_gpu_figures():
+        if fig["figure"] == "cupy_speedup_over_numpy":
+            right.plot([float(fig["points"])], [fig["value"]], "r*", ms=14,
+                       label=f"CuPy on a GPU, cited: {fig['source'].split(' (')[0]}")
+        if fig["figure"] == "cpu_faster_below_points":
+            right.axvspan(sizes.min(), fig["value"], color="orange", alpha=0.12,
+                          label="seed 004: CPU beat the GPU somewhere in here (cited)")
+    right.axhline(1.0, color="grey", lw=1)
+    right.set_xscale("log")
+    right.set_yscale("log")
+    right.set_xlabel("number of points n (d = 3)")
+    right.set_ylabel(f"speed-up over {baseline}")
+    right.grid(True, which="both", alpha=0.3)
+    right.legend(fontsize=7, loc="lower right")
+    if result.not_timed:
+        right.set_title("not timed here: " + "; ".join(f"{b} ({why})" for b, why in result.not_timed.items()),
+                        fontsize=7, wrap=True)
+    return axes

@@ -108,12 +108,14 @@ def tree_allreduce(tensor: torch.Tensor) -> torch.Tensor:
     return tensor
 
 
-def ring_allreduce(tensor: torch.Tensor) -> torch.Tensor:
+def ring_allreduce(tensor: torch.Tensor, segment_bytes: int = 1 << 22) -> torch.Tensor:
     """Sum ``tensor`` over all ranks in place with the chunked ring of :func:`ring_schedule`.
 
-    Sends go to ``rank + 1`` and receives come from ``rank - 1`` at the same time
-    (``isend`` then ``recv``), so no rank waits for a send to finish before receiving.
-    Chunks may differ in size by one element (``tensor_split``) or be empty.
+    In every step a rank sends one chunk to ``rank + 1`` and receives one from ``rank - 1``
+    at the same time. Chunks travel in segments of about ``segment_bytes``: all receives of
+    a step are posted first, so the addition of segment ``j`` overlaps the arrival of
+    segment ``j + 1`` (pipelining, as NCCL and gloo do). Chunks may differ in size by one
+    element (``tensor_split``) or be empty.
     """
     rank, n = dist.get_rank(), dist.get_world_size()
     if n == 1:
@@ -121,21 +123,24 @@ def ring_allreduce(tensor: torch.Tensor) -> torch.Tensor:
     flat = tensor.view(-1) if tensor.is_contiguous() else tensor.reshape(-1).clone()
     chunks = list(torch.tensor_split(flat, n))
     right, left = (rank + 1) % n, (rank - 1) % n
+    per_segment = max(1, segment_bytes // flat.element_size())
     buffer = torch.empty(max(c.numel() for c in chunks), dtype=flat.dtype, device=flat.device)
     for step_number, step in enumerate(ring_schedule(n)):
-        send_chunk = step[rank][2]
-        recv_chunk = step[left][2]
-        incoming = buffer[: chunks[recv_chunk].numel()]
-        request = None
-        if chunks[send_chunk].numel():
-            request = dist.isend(chunks[send_chunk], dst=right)
-        if incoming.numel():
-            dist.recv(incoming, src=left)
-            if step_number < n - 1:
-                chunks[recv_chunk] += incoming
-            else:
-                chunks[recv_chunk].copy_(incoming)
-        if request is not None:
+        outgoing = chunks[step[rank][2]]
+        target = chunks[step[left][2]]
+        reducing = step_number < n - 1
+        receives = []
+        for start in range(0, target.numel(), per_segment):
+            # reduce-scatter: receive into a buffer, then add; all-gather: straight in place
+            landing = (buffer if reducing else target)[start:min(start + per_segment, target.numel())]
+            receives.append((start, landing, dist.irecv(landing, src=left)))
+        sends = [dist.isend(outgoing[start:start + per_segment], dst=right)
+                 for start in range(0, outgoing.numel(), per_segment)]
+        for start, landing, request in receives:
+            request.wait()
+            if reducing:
+                target[start:start + landing.numel()] += landing
+        for request in sends:
             request.wait()
     if flat.data_ptr() != tensor.data_ptr():
         tensor.copy_(flat.view(tensor.shape))
@@ -177,7 +182,8 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
     """Worker: median seconds of each allreduce (plus ``"builtin"``) per tensor size.
 
     All ranks start each repeat together (a barrier); the time is the slowest rank's, as
-    seen by rank 0 after a final barrier. Returns ``{name: {numel: seconds}}``.
+    seen by rank 0 after a final barrier. The names take turns within each repeat, so a
+    change in the machine's load affects them alike. Returns ``{name: {numel: seconds}}``.
     """
     import statistics
     import time
@@ -185,21 +191,22 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
     from .launch import init_process_group
 
     init_process_group("gloo", timeout=120)
-    table = {}
     fns = dict(ALLREDUCES, builtin=builtin_allreduce)
-    for name in names:
-        table[name] = {}
-        for numel in numels:
-            x = torch.ones(numel, dtype=torch.float32)
+    table = {name: {} for name in names}
+    for numel in numels:
+        x = torch.ones(numel, dtype=torch.float32)
+        times = {name: [] for name in names}
+        for name in names:
             fns[name](x)  # warm-up: connections, buffers
-            times = []
-            for _ in range(repeat):
+        for _ in range(repeat):
+            for name in names:
                 dist.barrier()
                 start = time.perf_counter()
                 fns[name](x)
                 dist.barrier()
-                times.append(time.perf_counter() - start)
-            table[name][numel] = statistics.median(times)
+                times[name].append(time.perf_counter() - start)
+        for name in names:
+            table[name][numel] = statistics.median(times[name])
     dist.destroy_process_group()
     return table
 

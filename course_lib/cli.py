@@ -86,36 +86,38 @@ def cmd_release(args) -> int:
 
 
 def cmd_grade(args) -> int:
-    """Plain nbgrader autograding of every submission of one lesson, then a grades CSV."""
-    import shutil
-
-    from .grading import autograde, lesson_dirs, score
+    """Sandboxed autograding of every submission of one lesson, then grades CSV and feedback.
+    Exit 0 when every submission was processed (whatever it scored); 1 for a grader fault;
+    2 when no sandbox is available and the grader did not accept running without one."""
+    from .grading import GradingError, grade_lesson, lesson_dirs
+    from .sandbox import Limits, SandboxUnavailable, bubblewrap, why_no_sandbox
 
     (lesson,) = lesson_dirs(args.lesson)
-    course = _root_course()
-    if args.submissions:  # DIR/<student>/exercises.ipynb -> submitted/<student>/<lesson>/
-        for student_dir in sorted(Path(args.submissions).iterdir()):
-            if student_dir.is_dir():
-                target = REPO / "submitted" / student_dir.name / lesson.name
-                target.mkdir(parents=True, exist_ok=True)
-                for f in student_dir.iterdir():
-                    if f.is_file():
-                        shutil.copy2(f, target / f.name)
-    if not (REPO / "release" / lesson.name).exists():
-        cmd_release(argparse.Namespace(lessons=lesson.name))
-    done = autograde(course, lesson.name)
-    print(done.stdout[-3000:], done.stderr[-3000:], sep="\n")
-    students = sorted(p.name for p in (REPO / "submitted").iterdir() if (p / lesson.name).is_dir())
-    csv_path = REPO / "build" / f"grades_{lesson.name}.csv"
-    csv_path.parent.mkdir(exist_ok=True)
-    with csv_path.open("w") as fh:
-        fh.write("student,score,max_score\n")
-        for s in students:
-            got, top = score(course, lesson.name, s)
-            fh.write(f"{s},{got:g},{top:g}\n")
-            print(f"{s:20} {got:g} / {top:g}")
-    print(f"grades: {csv_path}")
-    return 0
+    sandbox = not args.no_sandbox_i_trust_this_code
+    if not sandbox:
+        print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
+              "this user can, use the network and other students' work. Only for code you trust.",
+              file=sys.stderr)
+    elif not bubblewrap():
+        print(f"course grade: refusing to run student code without a sandbox. {why_no_sandbox()} "
+              "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
+        return 2
+    limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
+                    notebook_seconds=args.notebook_timeout)
+    try:
+        outcomes = grade_lesson(lesson, submissions=Path(args.submissions) if args.submissions else None,
+                                workers=args.workers, limits=limits, sandbox=sandbox,
+                                feedback=not args.no_feedback)
+    except (GradingError, SandboxUnavailable) as exc:
+        print(f"course grade: {exc}", file=sys.stderr)
+        return 1
+    for o in outcomes:
+        got = "error" if o.score != o.score else f"{o.score:g}"
+        print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
+    print(f"grades: {REPO / 'build' / f'grades_{lesson.name}.csv'}")
+    if not args.no_feedback:
+        print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
+    return 1 if any(o.score != o.score for o in outcomes) else 0
 
 
 def cmd_bench(args) -> int:
@@ -159,6 +161,13 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("grade", help="autograde the submissions of one lesson")
     g.add_argument("lesson")
     g.add_argument("--submissions", help="folder with one subfolder per student")
+    g.add_argument("--workers", type=int, default=1, help="submissions graded in parallel")
+    g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds per cell (default 120)")
+    g.add_argument("--notebook-timeout", type=float, default=900.0, help="seconds per notebook (default 900)")
+    g.add_argument("--memory-gib", type=float, default=4.0, help="address space per process (default 4)")
+    g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's HTML feedback")
+    g.add_argument("--no-sandbox-i-trust-this-code", action="store_true",
+                   help="run submissions without bubblewrap (only for code you trust)")
     g.set_defaults(func=cmd_grade)
     be = sub.add_parser("bench", help="the course's performance figures")
     be.add_argument("--json", action="store_true")

@@ -1,0 +1,59 @@
+"""What students receive back: nbgrader feedback without hidden tests.
+
+``RedactHiddenTests`` runs inside ``nbgrader generate_feedback`` (before nbgrader's own
+``ClearHiddenTests`` removes the hidden lines from the test cells' source). It rewrites the
+outputs of test cells that contain hidden tests: a failure's traceback (which would quote
+hidden lines) becomes one line, and the message of a failing hidden check (its name, input
+and expected value) is replaced by "a hidden test failed"; "ok: NAME" lines of hidden checks
+are dropped.
+"""
+from __future__ import annotations
+
+import re
+
+from nbgrader.preprocessors import NbGraderPreprocessor
+
+HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
+
+
+def visible_part(source: str) -> str:
+    """The test cell's source without its hidden-test regions."""
+    return HIDDEN.sub("", source)
+
+
+def _shown(message: str, visible: str) -> bool:
+    name = message.split(": expected", 1)[0].strip()
+    return bool(name) and name in visible
+
+
+def redact_outputs(outputs: list, visible: str) -> list:
+    """Outputs of a test cell with everything that would reveal hidden tests removed."""
+    kept = []
+    for out in outputs:
+        kind = out.get("output_type")
+        if kind == "error":
+            evalue = out.get("evalue", "")
+            from_a_check = out.get("ename") in ("CheckFailed", "AssertionError", "IntegrityError")
+            if from_a_check and not _shown(evalue, visible):
+                evalue = "a hidden test failed (hidden tests are not shown)"
+            out = {**out, "evalue": evalue, "traceback": [f"{out.get('ename', 'Error')}: {evalue}"]}
+        elif kind == "stream":
+            lines = [ln for ln in out.get("text", "").splitlines(keepends=True)
+                     if not ln.startswith("ok: ") or _shown(ln[4:].rstrip("\n") + ": expected", visible)]
+            if not lines:
+                continue
+            out = {**out, "text": "".join(lines)}
+        kept.append(out)
+    return kept
+
+
+class RedactHiddenTests(NbGraderPreprocessor):
+    """nbgrader preprocessor: see the module docstring."""
+
+    def preprocess_cell(self, cell, resources, index):
+        meta = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "code" and meta.get("grade") and "BEGIN HIDDEN TESTS" in cell.source:
+            from nbformat import from_dict
+
+            cell.outputs = [from_dict(o) for o in redact_outputs(cell.outputs, visible_part(cell.source))]
+        return cell, resources

@@ -111,11 +111,14 @@ def transfer_benchmark(sizes_bytes=(2**12, 2**16, 2**20, 2**24), device=None, re
 
 
 def fit_latency_bandwidth(nbytes, seconds) -> tuple[float, float]:
-    """Least-squares fit of seconds = latency + nbytes / bandwidth; returns (latency in s,
-    bandwidth in bytes/s)."""
+    """Fit seconds = latency + nbytes / bandwidth; returns (latency in s, bandwidth in bytes/s).
+
+    The fit weighs each point by 1/seconds (it minimises relative errors), so the small
+    copies that reveal the latency count as much as the large ones that reveal the bandwidth.
+    """
     import numpy as np
 
     nbytes = np.asarray(nbytes, dtype=float)
     seconds = np.asarray(seconds, dtype=float)
-    slope, intercept = np.polyfit(nbytes, seconds, 1)
+    slope, intercept = np.polyfit(nbytes, seconds, 1, w=1.0 / seconds)
     return float(intercept), float(1.0 / slope)

@@ -162,7 +162,7 @@ def histogram_kernel(x, lo, hi, counts):
 
 
 # -------------------------------------------------------------------- launch helpers
-def _launch(kernel, grid, block, args, out_index: int, count: bool):
+def launch(kernel, grid, block, args, out_index: int = -1, count: bool = False):
     """Launch ``kernel[grid, block](*args)`` and return ``args[out_index]`` as NumPy.
 
     On a GPU, NumPy arguments are copied to the device first and the output back after.
@@ -187,7 +187,7 @@ def vector_add(a, b, threads_per_block: int = 128, count: bool = False):
         raise ValueError(f"need two 1-D arrays of the same length, got {a.shape} and {b.shape}")
     out = np.zeros(a.shape, dtype=np.result_type(a, b))
     blocks, threads = grid_1d(a.size, threads_per_block)
-    return _launch(vector_add_kernel, blocks, threads, (a, b, out), 2, count)
+    return launch(vector_add_kernel, blocks, threads, (a, b, out), 2, count)
 
 
 def squared_distances(x, y=None, block: tuple[int, int] = (TILE, TILE), count: bool = False):
@@ -198,7 +198,7 @@ def squared_distances(x, y=None, block: tuple[int, int] = (TILE, TILE), count: b
         raise ValueError(f"need (m, d) and (n, d) arrays, got {x.shape} and {y.shape}")
     out = np.zeros((x.shape[0], y.shape[0]))
     grid, block = grid_2d(x.shape[0], y.shape[0], block)
-    return _launch(squared_distance_kernel, grid, block, (x, y, out), 2, count)
+    return launch(squared_distance_kernel, grid, block, (x, y, out), 2, count)
 
 
 def _matmul_operands(a, b):
@@ -213,14 +213,14 @@ def matmul_naive(a, b, block: tuple[int, int] = (TILE, TILE), count: bool = Fals
     """a @ b in float32 with one thread per output element reading straight from global memory."""
     a, b, c = _matmul_operands(a, b)
     grid, block = grid_2d(c.shape[0], c.shape[1], block)
-    return _launch(matmul_naive_kernel, grid, block, (a, b, c), 2, count)
+    return launch(matmul_naive_kernel, grid, block, (a, b, c), 2, count)
 
 
 def matmul_tiled(a, b, count: bool = False):
     """a @ b in float32 with TILE x TILE blocks sharing tiles of a and b in shared memory."""
     a, b, c = _matmul_operands(a, b)
     grid, block = grid_2d(c.shape[0], c.shape[1], (TILE, TILE))
-    return _launch(matmul_tiled_kernel, grid, block, (a, b, c), 2, count)
+    return launch(matmul_tiled_kernel, grid, block, (a, b, c), 2, count)
 
 
 def block_sums(x, count: bool = False):
@@ -228,7 +228,7 @@ def block_sums(x, count: bool = False):
     x = np.ascontiguousarray(x, dtype=np.float64).ravel()
     blocks, threads = grid_1d(x.size, REDUCE_THREADS)
     partial = np.zeros(blocks)
-    return _launch(block_sum_kernel, blocks, threads, (x, partial), 1, count)
+    return launch(block_sum_kernel, blocks, threads, (x, partial), 1, count)
 
 
 def reduce_sum(x) -> float:
@@ -245,7 +245,7 @@ def histogram(x, bins: int, lo: float, hi: float, threads_per_block: int = 128, 
     x = np.ascontiguousarray(x, dtype=np.float64).ravel()
     counts = np.zeros(int(bins), dtype=np.int32)
     blocks, threads = grid_1d(x.size, threads_per_block)
-    return _launch(histogram_kernel, blocks, threads, (x, float(lo), float(hi), counts), 3, count)
+    return launch(histogram_kernel, blocks, threads, (x, float(lo), float(hi), counts), 3, count)
 
 
 # ---------------------------------------------------------------- access counting
@@ -417,6 +417,23 @@ def _touching_run(recorder: _Recorder):
         original(self)
 
     return run
+
+
+# ------------------------------------------------------- warps: divergence, coalescing
+def warp_passes(branch_of_thread, warp_size: int = 32) -> int:
+    """Instruction passes a launch needs when each warp executes every branch that any of
+    its threads takes, one after the other (SIMT divergence). ``branch_of_thread`` lists a
+    branch label per thread, in thread order."""
+    labels = list(branch_of_thread)
+    return sum(len(set(labels[w:w + warp_size])) for w in range(0, len(labels), warp_size))
+
+
+def warp_transactions(byte_addresses, warp_size: int = 32, segment_bytes: int = 128) -> int:
+    """Memory transactions for one load instruction: each warp fetches every distinct
+    ``segment_bytes``-aligned segment its threads' addresses fall in (coalescing)."""
+    addresses = list(byte_addresses)
+    return sum(len({a // segment_bytes for a in addresses[w:w + warp_size]})
+               for w in range(0, len(addresses), warp_size))
 
 
 # ------------------------------------------------------------------ hand counts

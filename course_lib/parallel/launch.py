@@ -64,15 +64,22 @@ def job_for(fn) -> Job:
     """
     if isinstance(fn, str):
         return Job(target=fn)
-    module = getattr(fn, "__module__", "__main__")
-    if module not in ("__main__", "builtins") and not module.startswith("__"):
-        try:
-            mod = importlib.import_module(module)
-            if getattr(mod, fn.__qualname__, None) is fn:
-                return Job(target=f"{module}:{fn.__qualname__}")
-        except ImportError:
-            pass
+    module = getattr(fn, "__module__", "__main__") or "__main__"
+    if _importable_by_workers(module):
+        mod = importlib.import_module(module)
+        if getattr(mod, fn.__qualname__, None) is fn:
+            return Job(target=f"{module}:{fn.__qualname__}")
     return Job(source=textwrap.dedent(inspect.getsource(fn)), name=fn.__name__)
+
+
+def _importable_by_workers(module: str) -> bool:
+    """Workers see ``course_lib`` and installed packages, not a notebook's or a test's
+    own folder, so only those travel by name."""
+    if module.split(".")[0] == "course_lib":
+        return True
+    mod = sys.modules.get(module)
+    path = getattr(mod, "__file__", None) or ""
+    return "site-packages" in path or "dist-packages" in path
 
 
 def _worker_env(rank: int, world_size: int, port: int, threads: int) -> dict:

@@ -1,0 +1,84 @@
+"""Allreduce schedules against dist.all_reduce, the ring schedule, and the cost model."""
+import math
+
+import pytest
+import torch
+
+from course_lib.parallel import collectives as c
+
+SIZES = [0, 1, 2, 5, 7, 13, 64, 1001]  # includes sizes not divisible by 2, 3 or 4
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_every_allreduce_equals_dist_all_reduce(world):
+    errors = c.check_against_builtin(world, SIZES, timeout=90)
+    assert set(errors) == {"naive", "tree", "ring"}
+    for name, error in errors.items():
+        assert error < 1e-12, (name, world, error)
+
+
+def test_ring_schedule_shape_and_neighbours():
+    for n in range(2, 7):
+        steps = c.ring_schedule(n)
+        assert len(steps) == 2 * (n - 1)
+        for step in steps:
+            assert sorted(src for src, _, _ in step) == list(range(n))
+            assert all(dst == (src + 1) % n for src, dst, _ in step)
+            assert sorted(chunk for _, _, chunk in step) == list(range(n))
+
+
+@pytest.mark.parametrize("n,size", [(2, 5), (3, 7), (4, 4), (4, 3), (5, 12)])
+def test_simulated_ring_sums_and_keeps_inputs(n, size):
+    gen = torch.Generator().manual_seed(n)
+    xs = [torch.randn(size, generator=gen, dtype=torch.float64) for _ in range(n)]
+    before = [x.clone() for x in xs]
+    out = c.simulate_ring_allreduce(xs)
+    total = sum(before)
+    for o in out:
+        assert torch.allclose(o, total)
+    for x, b in zip(xs, before):
+        assert torch.equal(x, b)
+
+
+def test_seed_worked_numbers():
+    # seed 003, 12.7.1: 160 MB of gradients, 4 GPUs behind a 16 GB/s PCIe switch
+    assert math.isclose(c.aggregate_on_one_gpu_seconds(160e6, 4, 16e9), 0.060)
+    assert math.isclose(c.aggregate_on_cpu_seconds(160e6, 4, 16e9), 0.080)
+    assert math.isclose(c.split_aggregate_seconds(160e6, 4, 16e9), 0.015)
+    # seed 003, 12.7.2: 8 V100 on NVLink, three 18 GB/s links per direction
+    assert math.isclose(c.ring_allreduce_limit_seconds(160e6, 3 * 18e9), 0.006, rel_tol=0.02)
+    exact = c.ring_allreduce_seconds(160e6, 8, 3 * 18e9)
+    assert 0.005 < exact < 0.006  # (n-1)/n of the limit
+
+
+def test_transfer_and_latency_terms():
+    assert c.transfer_seconds(1e9, 1e9) == 1.0
+    assert c.transfer_seconds(0, 1e9, latency=2e-6) == 2e-6
+    assert c.ring_allreduce_seconds(1e6, 1, 1e9) == 0.0
+    assert c.tree_allreduce_seconds(1e6, 1, 1e9) == 0.0
+    assert math.isclose(c.tree_allreduce_seconds(1e6, 5, 1e9), 2 * 3 * 1e-3)
+    assert math.isclose(c.naive_allreduce_seconds(1e6, 4, 1e9, 1e-3), 6 * 2e-3)
+    # the ring's time hardly grows with n; the naive one grows linearly
+    ring = [c.ring_allreduce_seconds(1e8, n, 1e10) for n in (2, 4, 8, 16)]
+    assert ring == sorted(ring) and ring[-1] < 2 * ring[0]
+    assert c.naive_allreduce_seconds(1e8, 16, 1e10) > 7 * c.naive_allreduce_seconds(1e8, 2, 1e10)
+
+
+def test_strategy_seconds_lists_every_strategy():
+    times = c.strategy_seconds(160e6, 4, 16e9)
+    assert set(times) == set(c.STRATEGIES)
+    assert math.isclose(times["split over all GPUs"], 0.015)
+
+
+def test_fit_latency_bandwidth_recovers_the_model():
+    numels = [1e5, 1e6, 4e6]
+    n, alpha, bw = 4, 1e-4, 2e9
+    seconds = [c.ring_allreduce_seconds(4 * k, n, bw, alpha) for k in numels]
+    a, b = c.fit_latency_bandwidth(numels, seconds, n)
+    assert math.isclose(a, alpha, rel_tol=1e-6) and math.isclose(b, bw, rel_tol=1e-6)
+
+
+def test_measure_allreduce_returns_positive_seconds():
+    table = c.measure_allreduce(2, [1000], names=("ring", "builtin"), repeat=2, timeout=90)
+    assert set(table) == {"ring", "builtin"}
+    assert all(table[k][1000] > 0 for k in table)

@@ -1,0 +1,64 @@
+"""DDP training on 2 gloo processes, bucket recording, the student-step checker, torchrun
+command, and the rpc parameter server (sync: no staleness, async: more updates)."""
+import torch
+import torch.nn.functional as F
+
+from course_lib.parallel import ddp, ps
+
+
+def correct_step(model, X, y, optimizer):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(X), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def step_without_zero_grad(model, X, y, optimizer):
+    loss = F.cross_entropy(model(X), y)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def test_ddp_training_keeps_ranks_identical_and_gathers_accuracy():
+    results = ddp.train(2, epochs=1, n_train=256, n_test=101, timeout=120)
+    assert [r["rank"] for r in results] == [0, 1]
+    assert results[0]["checksum"] == results[1]["checksum"]
+    assert sum(n for _, n in results[0]["counts"]) == 101
+    assert results[0]["accuracy"] == results[1]["accuracy"]
+    assert results[0]["steps"] == 2
+
+
+def test_check_step_accepts_a_correct_step_and_rejects_a_wrong_one():
+    good = ddp.check_step(correct_step)
+    assert good["max_error"] < 1e-6 and good["rank_difference"] == 0.0
+    bad = ddp.check_step(step_without_zero_grad)
+    assert bad["max_error"] > 1e-4
+
+
+def test_buckets_cover_every_parameter():
+    record = ddp.buckets(bucket_cap_mb=0.05, model_name="lenet")
+    assert sum(numel for _, numel, _ in record["buckets"]) == record["parameters"]
+    assert len(record["buckets"]) > 1
+
+
+def test_torchrun_command_names_the_nodes():
+    cmd = ddp.torchrun_command(4, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=1234)
+    assert "--nnodes=2" in cmd and "--node-rank=1" in cmd and "--master-addr=10.0.0.1" in cmd
+    assert cmd[-1] == "course_lib.parallel.ddp"
+
+
+def test_parameter_server_sync_and_async():
+    result = ps.run(workers=2, steps=4, slow_delay=0.01, timeout=120)
+    assert set(result) == {"sync", "async"}
+    assert result["sync"]["updates"] == 4 and set(result["sync"]["staleness"]) == {0}
+    assert result["async"]["updates"] == 8 and len(result["async"]["staleness"]) == 8
+    assert min(result["async"]["staleness"]) >= 0
+
+
+def test_parameter_server_applies_the_mean_in_sync_mode():
+    server = ps.ParameterServer([torch.zeros(2)], lr=1.0, workers=1, mode="sync")
+    assert server.push([torch.ones(2)], 0) == 1
+    version, params = server.pull()
+    assert version == 1 and torch.equal(params[0], -torch.ones(2))

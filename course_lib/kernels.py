@@ -24,11 +24,27 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 import numpy as np
-from numba import float32, float64
 
-from .hardware import numba_cuda, numba_cuda_mode
+from .hardware import numba_cuda, numba_cuda_mode, prepare_numba_cuda
 
-cuda = numba_cuda()
+
+def _cuda_module():
+    """``numba.cuda``, simulated when no GPU is usable, even if ``numba`` itself was imported
+    before: Numba reads NUMBA_ENABLE_CUDASIM into its config at its own import, so the
+    config is re-read after ``prepare_numba_cuda`` has set the variable."""
+    import sys
+
+    if "numba.cuda" not in sys.modules:
+        prepare_numba_cuda()
+        from numba.core import config
+
+        config.reload_config()
+    return numba_cuda()
+
+
+cuda = _cuda_module()
+
+from numba import float32, float64  # noqa: E402  (after the simulator switch)
 
 TILE = 8
 """Edge of the square tile (threads per block side) used by the tiled matmul, in elements."""
@@ -172,10 +188,14 @@ def launch(kernel, grid, block, args, out_index: int = -1, count: bool = False):
         counts = count_accesses(kernel, grid, block, *args)
         return args[out_index], counts
     if numba_cuda_mode() == "real":
-        dev = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
-        kernel[grid, block](*dev)
-        cuda.synchronize()
-        return dev[out_index].copy_to_host()
+        import warnings
+
+        with warnings.catch_warnings():  # small teaching grids trigger "low occupancy" warnings
+            warnings.simplefilter("ignore")
+            dev = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+            kernel[grid, block](*dev)
+            cuda.synchronize()
+            return dev[out_index].copy_to_host()
     kernel[grid, block](*args)
     return args[out_index]
 

@@ -82,3 +82,25 @@ def test_measure_allreduce_returns_positive_seconds():
     table = c.measure_allreduce(2, [1000], names=("ring", "builtin"), repeat=2, timeout=90)
     assert set(table) == {"ring", "builtin"}
     assert all(table[k][1000] > 0 for k in table)
+
+
+def student_ring(tensor):
+    import torch.distributed as dist
+    dist.all_reduce(tensor)
+    return tensor
+
+
+def student_forgets_to_add(tensor):
+    return tensor
+
+
+def test_check_allreduce_of_a_shipped_function():
+    assert c.check_allreduce(student_ring, world_size=2, sizes=(1, 5)) < 1e-12
+    assert c.check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5)) > 0.0
+
+
+def test_check_and_measure_in_one_launch():
+    out = c.check_and_measure(3, check_sizes=(0, 4), numels=(1000,), names=("tree", "builtin"),
+                              repeat=2, timeout=90)
+    assert max(out["errors"].values()) < 1e-12
+    assert set(out["seconds"]) == {"tree", "builtin"}

@@ -211,6 +211,58 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
     return table
 
 
+def student_worker(job, sizes: list[int], seed: int = 0) -> float:
+    """Worker: run a shipped allreduce function (see :func:`launch.job_for`) on tensors of
+    the given sizes and return its worst difference from ``dist.all_reduce``."""
+    from .launch import _resolve, init_process_group
+
+    rank, _, _ = init_process_group("gloo", timeout=20)
+    fn = _resolve(job)
+    worst = 0.0
+    for size in sizes:
+        gen = torch.Generator().manual_seed(seed + 1000 * rank + size)
+        x = torch.randn(size, generator=gen, dtype=torch.float64)
+        expected = x.clone()
+        dist.all_reduce(expected)
+        got = fn(x)
+        got = x if got is None else got
+        if got.shape != expected.shape:
+            worst = float("inf")
+        elif size:
+            worst = max(worst, float((got - expected).abs().max()))
+    dist.destroy_process_group()
+    return worst
+
+
+def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: float = 60.0) -> float:
+    """Run ``fn(tensor)`` (a function from a notebook) on ``world_size`` gloo processes;
+    return the worst difference from ``dist.all_reduce`` over all ranks and sizes."""
+    from .launch import job_for, launch
+
+    return max(launch(student_worker, world_size, job_for(fn), list(sizes), timeout=timeout))
+
+
+def check_and_time_worker(check_sizes: list[int], numels: list[int], names: list[str],
+                          repeat: int = 5) -> dict:
+    """Worker: :func:`check_worker` then :func:`timing_worker` in the same processes."""
+    errors = check_worker(check_sizes)
+    return {"errors": errors, "seconds": timing_worker(numels, names, repeat)}
+
+
+def check_and_measure(world_size: int, check_sizes=(0, 1, 7, 1001), numels=(10_000, 100_000, 1_000_000),
+                      names=("naive", "tree", "ring", "builtin"), repeat: int = 5,
+                      timeout: float = 120.0) -> dict:
+    """One launch of ``world_size`` processes: the worst error of every allreduce against
+    ``dist.all_reduce`` (``"errors"``) and rank 0's median seconds (``"seconds"``,
+    ``{name: {numel: seconds}}``)."""
+    from .launch import launch
+
+    results = launch(check_and_time_worker, world_size, list(check_sizes), list(numels),
+                     list(names), repeat, timeout=timeout)
+    errors = {name: max(r["errors"][name] for r in results) for name in ALLREDUCES}
+    return {"errors": errors, "seconds": results[0]["seconds"]}
+
+
 def check_against_builtin(world_size: int, sizes: list[int], timeout: float = 60.0) -> dict:
     """Start ``world_size`` gloo processes and return the worst error of each allreduce."""
     from .launch import launch

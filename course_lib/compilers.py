@@ -19,7 +19,9 @@ is returned so the lesson can say so.
 """
 from __future__ import annotations
 
+import contextlib
 import io
+import logging
 import time
 import warnings
 from dataclasses import dataclass
@@ -51,9 +53,12 @@ def quiet(fn: Callable, *args, **kwargs):
         return fn(*args, **kwargs)
 
 
-def trace(model: Callable, example: torch.Tensor):
-    """``torch.jit.trace(model, example)``: the operators one run on ``example`` executed."""
-    return quiet(torch.jit.trace, model, example)
+def trace(model: Callable, example: torch.Tensor, **options):
+    """``torch.jit.trace(model, example)``: the operators one run on ``example`` executed.
+
+    By default the tracer runs the model again to check the trace (``check_trace=True``).
+    """
+    return quiet(torch.jit.trace, model, example, **options)
 
 
 def script(model: Callable):
@@ -154,6 +159,37 @@ def disagreements(reference: Callable, candidate: Callable, inputs) -> list[int]
 def export(model: nn.Module, example: torch.Tensor):
     """``torch.export.export(model, (example,))``: one whole graph, ahead of time."""
     return quiet(torch.export.export, model, (example,))
+
+
+def try_export(model: nn.Module, example: torch.Tensor):
+    """(exported program, "") or (None, the first line of why ``torch.export`` refused).
+
+    Export must capture *one* graph, so a Python ``if`` on a tensor's value cannot be
+    exported; ``torch.cond`` puts both branches in the graph instead.
+    """
+    logging.disable(logging.CRITICAL)  # the refusal also writes the partial graph to stderr
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            return export(model, example), ""
+    except Exception as exc:  # noqa: BLE001 - the reason is the lesson
+        return None, f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def graph_breaks(fn: Callable, example: torch.Tensor) -> tuple[int, int, list[str]]:
+    """(graphs, graph breaks, reasons) that TorchDynamo finds in ``fn(example)``.
+
+    A graph break is where ``torch.compile`` must return to Python (a data-dependent
+    ``if``, a ``print``, an unsupported call) and start a new graph afterwards.
+    """
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    report = quiet(torch._dynamo.explain(fn), example)
+    reasons = [r.reason for r in report.break_reasons]
+    torch._dynamo.reset()
+    return report.graph_count, report.graph_break_count, reasons
 
 
 def graph_ops(exported) -> list[str]:

@@ -57,3 +57,26 @@ def test_export_graph_ops_saving_and_round_trip():
 def test_compile_failure_is_reported_not_raised():
     result = C.compile_and_warm(C.make_mlp(4, (4,), 2), torch.randn(1, 4), backend="no_such_backend")
     assert not result.ok and result.error
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x):
+        return branchy(x)
+
+
+class WithCond(torch.nn.Module):
+    def forward(self, x):
+        return torch.cond(x.sum() > 0, lambda x: x + 10, lambda x: x - 10, (x,))
+
+
+def test_export_refuses_a_data_dependent_if_and_accepts_torch_cond():
+    exported, reason = C.try_export(Branchy(), torch.ones(3))
+    assert exported is None and reason
+    exported, reason = C.try_export(WithCond(), torch.ones(3))
+    assert reason == "" and torch.equal(exported.module()(-torch.ones(3)), torch.full((3,), -11.0))
+
+
+def test_graph_breaks_counts_the_break_at_a_data_dependent_if():
+    graphs, breaks, reasons = C.graph_breaks(branchy, torch.ones(3))
+    assert breaks >= 1 and graphs >= 1 and len(reasons) == breaks
+    assert C.graph_breaks(lambda x: x * 2 + 1, torch.ones(3))[1] == 0

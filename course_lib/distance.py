@@ -56,16 +56,18 @@ def sqdist_matmul(x, y=None):
     return xp.maximum(out, 0.0, out=out)
 
 
-_numba_cpu_kernel = None
+_numba_cpu_kernels: dict = {}
+PARALLEL_MIN_OUTPUT = 2**16
+"""Outputs with fewer elements than this run the serial loop: waking the worker threads
+costs more than the work (bytes are not the point here; it is a count of elements)."""
 
 
-def _compile_numba_cpu():
-    """Compile (once per process; cached on disk) the parallel CPU loop nest."""
-    global _numba_cpu_kernel
-    if _numba_cpu_kernel is None:
+def _compile_numba_cpu(parallel: bool):
+    """Compile (once per process; cached on disk) the CPU loop nest, parallel or serial."""
+    if parallel not in _numba_cpu_kernels:
         from numba import njit, prange
 
-        @njit(parallel=True, fastmath=True, cache=True)
+        @njit(parallel=parallel, fastmath=True, cache=True)
         def kernel(x, y_t, out):  # pragma: no cover - compiled
             m, d = x.shape
             n = y_t.shape[1]
@@ -83,8 +85,8 @@ def _compile_numba_cpu():
                         diff = xik - yk[j]
                         row[j] += diff * diff
 
-        _numba_cpu_kernel = kernel
-    return _numba_cpu_kernel
+        _numba_cpu_kernels[parallel] = kernel
+    return _numba_cpu_kernels[parallel]
 
 
 def sqdist_numba_cpu(x, y=None, out=None):
@@ -102,10 +104,13 @@ def sqdist_numba_cpu(x, y=None, out=None):
     if x.shape[1] == 0:          # no coordinates: every distance is zero
         out[...] = 0.0
         return out
+    if out.size < PARALLEL_MIN_OUTPUT:
+        _compile_numba_cpu(parallel=False)(x, y_t, out)
+        return out
     from numba import parallel_chunksize
 
     with parallel_chunksize(64):  # threads take 64 rows at a time: a busy core delays no one
-        _compile_numba_cpu()(x, y_t, out)
+        _compile_numba_cpu(parallel=True)(x, y_t, out)
     return out
 
 
@@ -199,3 +204,23 @@ def chunked_squared_distances(x, y=None, budget_bytes: int = 64 * 2**20,
     for start in range(0, m, rows):
         out[start:start + rows] = squared_distances(x[start:start + rows], y, backend)
     return out
+
+
+# --------------------------------------------------------------------- profiling
+def time_matmul_form_steps(x, repeat: int = 5) -> dict[str, float]:
+    """Median seconds of each line of the matmul form for x against itself, the way a line
+    profiler (``kernprof -l``, ``%lprun``) would attribute time: squared norms, the matrix
+    product, and combining the three terms. Works for NumPy and CuPy arrays."""
+    from .timing import benchmark
+
+    xp = get_array_module(x)
+    sync = "cupy" if xp is not np else None
+    norms = (x * x).sum(axis=1)
+    gram = x @ x.T
+    steps = {
+        "norms: (x * x).sum(1)": lambda: (x * x).sum(axis=1),
+        "product: x @ x.T": lambda: x @ x.T,
+        "combine: x2 - 2 xy + y2": lambda: xp.maximum(norms[:, None] - 2.0 * gram + norms[None, :], 0.0),
+    }
+    return {name: benchmark(fn, device=sync, warmup=1, repeat=repeat, min_repeat_time=0.005).median
+            for name, fn in steps.items()}

@@ -118,6 +118,13 @@ def build(ids: str | None = None, out: Path = Path("build"), progress=print) -> 
     for lesson_dir in lesson_dirs(ids):
         progress(f"building {lesson_dir.name} ...")
         rows.append(build_lesson(lesson_dir, out))
+    write_summary(out, rows)
+    return rows
+
+
+def write_summary(out: Path, rows: list[dict]) -> dict:
+    """Merge ``rows`` into ``out/summary.json`` (a partial build keeps the other lessons'
+    rows) and rewrite ``out/index.html``; return the summary."""
     summary_path = out / "summary.json"
     old = json.loads(summary_path.read_text()) if summary_path.exists() else {"lessons": []}
     built = {r["lesson"] for r in rows}
@@ -126,7 +133,7 @@ def build(ids: str | None = None, out: Path = Path("build"), progress=print) -> 
     summary = {"lessons": merged, "built_at": time.strftime("%Y-%m-%d %H:%M:%S")}
     summary_path.write_text(json.dumps(summary, indent=2))
     (out / "index.html").write_text(index_html(summary))
-    return rows
+    return summary
 
 
 def ok(row: dict) -> bool:

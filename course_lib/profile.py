@@ -42,6 +42,12 @@ def _on_device(model: nn.Module, device) -> nn.Module:
     return copy.deepcopy(model).to(device)
 
 
+def _example_input(model: nn.Module, shape, device) -> torch.Tensor:
+    """Zeros of ``shape`` on ``device`` in the dtype of the model's first floating parameter."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    return torch.zeros(shape, device=device, dtype=dtype)
+
+
 def _run(model: nn.Module, shape, device, hooks) -> None:
     handles = [module.register_forward_hook(hook(name)) for name, module in _leaves(model)
                for hook in hooks]
@@ -49,7 +55,7 @@ def _run(model: nn.Module, shape, device, hooks) -> None:
     model.eval()
     try:
         with torch.no_grad():
-            model(torch.zeros(shape, device=device))
+            model(_example_input(model, shape, device))
     finally:
         model.train(was_training)
         for handle in handles:
@@ -161,7 +167,7 @@ def counter_flops(model: nn.Module, shape=(1, 1, 28, 28), device="meta") -> int:
     net.eval()
     try:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            net(torch.zeros(shape, device=device))
+            net(_example_input(net, shape, device))
     finally:
         net.train(net_mode)
     return counter.get_total_flops()
@@ -323,8 +329,7 @@ def activation_bytes(model: nn.Module, shape, device="meta") -> int:
     net.train()
     try:
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
-            x = torch.zeros(shape, device=device)
-            out = net(x)
+            out = net(_example_input(net, shape, device))
         del out
     finally:
         net.train(was_training)

@@ -171,3 +171,11 @@ def test_alexnet_on_two_gpus():
     assert "GiB" in story.summary()
     half = profile.alexnet_on_two_gpus(batch_size=64)
     assert math.isclose(story.split.activations, 2 * half.split.activations)
+
+
+def test_profiles_follow_the_model_dtype():
+    layer = nn.Linear(50, 20).half()
+    for device in ("meta", "cpu"):
+        mem = profile.profile_layer_mem(layer, (8, 50), device=device).layers[0]
+        assert mem.weight_bytes == (50 * 20 + 20) * 2 and mem.input_bytes == 8 * 50 * 2
+    assert profile.activation_bytes(nn.Sequential(nn.Linear(10, 5).half()), (3, 10)) == 3 * 10 * 2

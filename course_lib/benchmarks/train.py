@@ -1,0 +1,89 @@
+"""The training loop's overhead and the profiler's cost.
+
+* One epoch of LeNet through ``course_lib.train.train`` (progress bar off) against a minimal
+  hand-written PyTorch loop on the same data, same initial weights and same optimizer; runs
+  alternate and the medians are compared (target: ratio at most 1.05).
+* ``profile_ops`` run on the real device (forward hooks on every layer) and on the meta device
+  against a plain forward pass of the same model and input.
+"""
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+import torch
+from torch import nn
+
+
+def _hand_written_epoch(model, loader, device) -> None:
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    for inputs, targets in loader:
+        inputs, targets = inputs.to(device), targets.to(device)
+        optimizer.zero_grad(set_to_none=True)
+        loss_fn(model(inputs), targets).backward()
+        optimizer.step()
+
+
+def _timed(fn, device) -> float:
+    from ..timing import synchronize
+
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def run(repeats: int = 3) -> dict:
+    from ..data import load_dataset, make_loader
+    from ..hardware import device_label
+    from ..models import LeNet
+    from ..profile import profile_ops
+    from ..timing import benchmark
+    from ..train import default_device, train
+
+    device = default_device()
+    data = load_dataset("mnist", verbose=False)
+    torch.manual_seed(0)
+    initial = LeNet()
+
+    def loader():
+        return make_loader(data.train, batch_size=64, num_workers=0, seed=0)
+
+    library, hand = [], []
+    _hand_written_epoch(copy.deepcopy(initial).to(device), loader(), device)  # warm-up
+    for _ in range(repeats):
+        hand.append(_timed(lambda: _hand_written_epoch(copy.deepcopy(initial).to(device), loader(), device), device))
+        library.append(_timed(lambda: train(copy.deepcopy(initial), loader(), device=device,
+                                            progress=False), device))
+    figures = {
+        "device": device_label(),
+        "dataset": data.name,
+        "lenet_epoch_hand_written_seconds": statistics.median(hand),
+        "lenet_epoch_course_train_seconds": statistics.median(library),
+        "train_over_hand_written_ratio": statistics.median(library) / statistics.median(hand),
+        "train_over_hand_written_ratio_target": "<= 1.05",
+    }
+
+    model = LeNet().to(device).eval()
+    x = torch.randn(64, 1, 28, 28, device=device)
+
+    def forward():
+        with torch.no_grad():
+            model(x)
+
+    plain = benchmark(forward, device=device, repeat=5).median
+    hooked = benchmark(lambda: profile_ops(model, tuple(x.shape), device=device), device=device,
+                       repeat=5).median
+    meta = benchmark(lambda: profile_ops(model, tuple(x.shape)), repeat=5).median
+    figures.update({
+        "lenet_forward_batch64_seconds": plain,
+        "profile_ops_on_device_seconds": hooked,
+        "profile_ops_on_device_over_forward_ratio": hooked / plain,
+        "profile_ops_on_meta_seconds": meta,
+        "profile_ops_on_meta_over_forward_ratio": meta / plain,
+    })
+    return figures

@@ -305,3 +305,47 @@ def plot_in_flight(reports: list[RunReport], ax=None):
     ax.set_ylabel("tasks in flight")
     ax.legend()
     return ax
+
+
+# ----------------------------------------------------------------- the real thing (CUDA)
+def cuda_enqueue_and_finish(n: int = 10, size: int = 4096, device="cuda") -> tuple[float, float]:
+    """(seconds until ``n`` matmuls of ``size`` x ``size`` are *issued*, seconds until they *finish*).
+
+    On a CUDA device the first figure is tiny: the Python thread only queued the kernels.
+    On the CPU, PyTorch computes each operator before returning, so both are the same.
+    """
+    import torch
+
+    from .timing import synchronize
+
+    a = torch.randn(size, size, device=device)
+    a @ a  # warm-up: cuBLAS handle, kernel selection
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(n):
+        a @ a
+    issued = time.perf_counter() - start
+    synchronize(device)
+    return issued, time.perf_counter() - start
+
+
+def cuda_event_seconds(fn: Callable[[], object], repeat: int = 10) -> float:
+    """Median seconds of ``fn()`` measured on the GPU with CUDA events (needs a CUDA GPU).
+
+    Events are recorded into the stream around the work; ``elapsed_time`` is read only after
+    the end event has completed, so the queue is measured, not the launch.
+    """
+    import statistics
+
+    import torch
+
+    fn()
+    times = []
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)  # elapsed_time is in milliseconds
+    return statistics.median(times)

@@ -87,3 +87,18 @@ def test_plot_in_flight_draws_one_line_per_report():
     reports = [aq.run_tasks(3, 0.0, 0.001, 0.0, mode=m) for m in ("sync", "async")]
     ax = aq.plot_in_flight(reports)
     assert len(ax.get_lines()) == 2
+
+
+def test_cpu_torch_is_synchronous_so_issue_and_finish_take_the_same_time():
+    issued, finished = aq.cuda_enqueue_and_finish(n=2, size=32, device="cpu")
+    assert 0 < issued <= finished
+
+
+def test_cuda_event_seconds_needs_a_gpu():
+    import torch
+    if torch.cuda.is_available():
+        a = torch.randn(64, 64, device="cuda")
+        assert aq.cuda_event_seconds(lambda: a @ a, repeat=2) > 0
+    else:
+        with pytest.raises((RuntimeError, AssertionError)):
+            aq.cuda_event_seconds(lambda: None, repeat=1)

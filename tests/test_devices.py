@@ -1,0 +1,63 @@
+"""course_lib.devices: choosing and describing devices, copy semantics, transfer costs."""
+from unittest import mock
+
+import pytest
+import torch
+
+from course_lib import devices
+
+
+def test_pick_device():
+    assert devices.pick_device("meta") == torch.device("meta")
+    with mock.patch("torch.cuda.is_available", return_value=True):
+        assert devices.pick_device() == torch.device("cuda")
+    with mock.patch("torch.cuda.is_available", return_value=False), \
+            mock.patch("torch.backends.mps.is_available", return_value=False):
+        assert devices.pick_device() == torch.device("cpu")
+    with mock.patch("torch.cuda.is_available", return_value=False), \
+            mock.patch("torch.backends.mps.is_available", return_value=True):
+        assert devices.pick_device() == torch.device("mps")
+
+
+def test_describe_device():
+    cpu = devices.describe_device("cpu")
+    assert cpu["type"] == "cpu" and cpu["memory_bytes"] > 0 and cpu["cores"] >= 1
+    meta = devices.describe_device("meta")
+    assert meta == {"type": "meta", "index": None, "name": "meta", "memory_bytes": None}
+    if torch.cuda.is_available():
+        gpu = devices.describe_device("cuda")
+        assert gpu["memory_bytes"] > 0 and "." in gpu["compute_capability"]
+
+
+def test_same_storage_follows_to_semantics():
+    u = torch.arange(4.0)
+    assert devices.same_storage(u, u.to("cpu"))
+    assert devices.same_storage(u, u[1:])
+    assert not devices.same_storage(u, u.to(torch.float64))
+    assert not devices.same_storage(u, u.clone())
+
+
+def test_module_device():
+    assert devices.module_device(torch.nn.Linear(2, 2)) == torch.device("cpu")
+    assert devices.module_device(torch.nn.Linear(2, 2).to("meta")) == torch.device("meta")
+    assert devices.module_device(torch.nn.ReLU()) == torch.device("cpu")
+
+
+def test_transfer_benchmark():
+    results = devices.transfer_benchmark(sizes_bytes=(4096, 65536), repeat=2)
+    kinds = {r.kind for r in results}
+    assert kinds == ({"pageable", "pinned"} if torch.cuda.is_available() else {"host-to-host"})
+    for r in results:
+        assert r.nbytes in (4096, 65536) and r.seconds > 0
+        assert r.bandwidth == pytest.approx(r.nbytes / r.seconds)
+
+
+def test_fit_latency_bandwidth_recovers_a_known_line():
+    sizes = [1e3, 1e4, 1e5, 1e6, 1e7]
+    latency, bandwidth = devices.fit_latency_bandwidth(sizes, [7e-6 + s / 5e9 for s in sizes])
+    assert latency == pytest.approx(7e-6, rel=1e-6)
+    assert bandwidth == pytest.approx(5e9, rel=1e-6)
+
+
+def test_pcie_constant():
+    assert devices.PCIE_GEN3_X16_BYTES_PER_S == pytest.approx(15.75e9, rel=1e-3)

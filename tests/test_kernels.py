@@ -1,0 +1,136 @@
+"""course_lib.kernels: results equal NumPy's (also for sizes that are not multiples of the
+block), and the simulated access counts match counts made by hand."""
+import numpy as np
+import pytest
+
+from course_lib import kernels
+
+rng = np.random.default_rng(42)
+
+
+def test_blocks_and_grids():
+    assert kernels.blocks_for(1000, 128) == 8
+    assert kernels.blocks_for(1024, 128) == 8
+    assert kernels.blocks_for(1, 128) == 1
+    assert kernels.blocks_for(0, 128) == 1
+    assert kernels.grid_1d(300, 64) == (5, 64)
+    assert kernels.grid_2d(10, 13, (4, 4)) == ((4, 3), (4, 4))  # x over 13 columns, y over 10 rows
+    with pytest.raises(ValueError):
+        kernels.blocks_for(10, 0)
+
+
+@pytest.mark.parametrize("n", [1, 127, 128, 300])
+def test_vector_add(n):
+    a, b = rng.random(n), rng.random(n)
+    np.testing.assert_allclose(kernels.vector_add(a, b, threads_per_block=128), a + b)
+    with pytest.raises(ValueError):
+        kernels.vector_add(a, rng.random(n + 1))
+
+
+@pytest.mark.parametrize("m,n,d", [(8, 8, 3), (13, 9, 3), (5, 17, 1), (3, 3, 6)])
+def test_squared_distances(m, n, d):
+    x, y = rng.random((m, d)), rng.random((n, d))
+    expected = ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)
+    np.testing.assert_allclose(kernels.squared_distances(x, y), expected, rtol=1e-12)
+    np.testing.assert_allclose(kernels.squared_distances(x), ((x[:, None] - x[None]) ** 2).sum(-1), atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 8), (13, 11, 10), (1, 5, 1), (9, 3, 17)])
+def test_matmuls_equal_numpy(shape):
+    m, k, n = shape
+    a = rng.random((m, k)).astype(np.float32)
+    b = rng.random((k, n)).astype(np.float32)
+    np.testing.assert_allclose(kernels.matmul_naive(a, b), a @ b, rtol=1e-5)
+    np.testing.assert_allclose(kernels.matmul_tiled(a, b), a @ b, rtol=1e-5)
+    with pytest.raises(ValueError):
+        kernels.matmul_tiled(a, rng.random((k + 1, n)))
+
+
+@pytest.mark.parametrize("n", [1, 64, 65, 300])
+def test_reduction(n):
+    v = rng.random(n)
+    partial = kernels.block_sums(v)
+    assert len(partial) == kernels.blocks_for(n, kernels.REDUCE_THREADS)
+    np.testing.assert_allclose(partial, [v[i:i + 64].sum() for i in range(0, n, 64)], rtol=1e-12)
+    assert kernels.reduce_sum(v) == pytest.approx(v.sum(), rel=1e-12)
+
+
+@pytest.mark.parametrize("n,bins", [(200, 7), (129, 1), (500, 16)])
+def test_histogram_equals_numpy(n, bins):
+    v = rng.normal(size=n)
+    v[0] = 2.0  # exactly the upper edge: counted in the last bin, like NumPy
+    np.testing.assert_array_equal(kernels.histogram(v, bins, -2.0, 2.0), np.histogram(v, bins, (-2.0, 2.0))[0])
+    with pytest.raises(ValueError):
+        kernels.histogram(v, bins, 1.0, 1.0)
+
+
+def test_naive_matmul_counts_match_hand_count():
+    a = rng.random((16, 16)).astype(np.float32)
+    b = rng.random((16, 16)).astype(np.float32)
+    c, counts = kernels.matmul_naive(a, b, count=True)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    assert counts.threads == 256
+    # one output each: a row of a (16) and a column of b (16) read, one write
+    assert counts.max_per_thread("global_reads") == 32 == kernels.matmul_global_reads_per_thread(16, tiled=False)
+    assert counts.total("global_reads") == 256 * 32
+    assert counts.total("global_writes") == 256
+    assert counts.total("shared_reads") == counts.total("shared_writes") == 0
+
+
+def test_tiled_matmul_counts_match_hand_count_and_beat_naive():
+    a = rng.random((16, 16)).astype(np.float32)
+    b = rng.random((16, 16)).astype(np.float32)
+    c, tiled = kernels.matmul_tiled(a, b, count=True)
+    _, naive = kernels.matmul_naive(a, b, count=True)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    phases = 16 // kernels.TILE  # 2 phases of TILE = 8
+    per_thread = tiled.of_thread((1, 0), (3, 5))
+    assert per_thread == {"global_reads": 2 * phases, "global_writes": 1,
+                          "shared_reads": 2 * kernels.TILE * phases, "shared_writes": 2 * phases,
+                          "atomics": 0}
+    assert tiled.max_per_thread("global_reads") == 4 == kernels.matmul_global_reads_per_thread(16, tiled=True)
+    assert tiled.max_per_thread("global_reads") < naive.max_per_thread("global_reads")
+    assert tiled.mean_per_thread("global_reads") == 4.0
+
+
+def test_counts_are_deterministic_and_skip_idle_threads():
+    x, y = rng.random((5, 3)), rng.random((3, 3))
+    runs = [kernels.squared_distances(x, y, count=True)[1] for _ in range(2)]
+    assert runs[0].per_thread == runs[1].per_thread
+    counts = runs[0]
+    assert counts.threads == 64                         # one 8 x 8 block
+    assert counts.total("global_writes") == 15          # 5 x 3 outputs
+    assert counts.max_per_thread("global_reads") == 6   # 2 d
+    assert counts.of_thread((0, 0), (7, 7)) == dict.fromkeys(kernels.ACCESS_KINDS, 0)
+    with pytest.raises(KeyError):
+        counts.total("texture_reads")
+
+
+def test_reduction_and_histogram_counts():
+    v = rng.random(100)
+    partial, counts = kernels.block_sums(v, count=True)
+    np.testing.assert_allclose(partial.sum(), v.sum())
+    # thread 0 of a 64-thread block: 1 global read, 1 shared write, then 6 halving steps of
+    # 2 shared reads + 1 shared write, then 1 shared read and 1 global write
+    assert counts.of_thread((0,), (0,)) == {"global_reads": 1, "global_writes": 1, "shared_reads": 13,
+                                            "shared_writes": 7, "atomics": 0}
+    assert counts.total("global_writes") == 2
+    assert counts.total("global_reads") == 100
+    h, hcounts = kernels.histogram(v, 4, 0.0, 1.0, count=True)
+    assert hcounts.total("atomics") == 100 == h.sum()
+    assert hcounts.max_per_thread("global_writes") == 0  # atomics are counted as atomics only
+
+
+def test_warp_models():
+    assert kernels.warp_passes([i % 2 for i in range(64)]) == 4
+    assert kernels.warp_passes([i // 32 for i in range(64)]) == 2
+    assert kernels.warp_transactions([4 * t for t in range(32)]) == 1
+    assert kernels.warp_transactions([4096 * t for t in range(32)]) == 32
+    assert kernels.warp_transactions([8 * t for t in range(32)]) == 2
+
+
+def test_summary_has_every_kind():
+    _, counts = kernels.vector_add(np.ones(10), np.ones(10), count=True)
+    summary = counts.summary()
+    assert set(summary) == set(kernels.ACCESS_KINDS)
+    assert summary["global_reads"] == {"max": 2, "mean": 20 / 128, "total": 20}

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from typing import Callable, Mapping
 
+import torch
+
 
 @dataclass(frozen=True)
 class Task:
@@ -330,3 +332,38 @@ def run_parallel(functions: Mapping[str, Callable[[], object]], deps: Mapping[st
     label = {t: f"thread {i}" for i, t in enumerate(threads)}
     slots = [Slot(n, label[t], s, e) for n, (t, s, e) in times.items()]
     return results, Schedule(sorted(slots, key=lambda s: s.start))
+
+
+# ----------------------------------------------------------------- torch.jit.fork on the CPU
+def matmul_chain(x: torch.Tensor, steps: int = 10) -> torch.Tensor:
+    """``steps`` dependent products ``y = tanh(y @ x)``: a chain no thread can split."""
+    y = x
+    for _ in range(steps):
+        y = torch.tanh(y @ x)
+    return y
+
+
+def _two_chains_in_sequence(x: torch.Tensor, steps: int) -> torch.Tensor:
+    return matmul_chain(x, steps) + matmul_chain(x, steps)
+
+
+def _two_chains_forked(x: torch.Tensor, steps: int) -> torch.Tensor:
+    left = torch.jit.fork(matmul_chain, x, steps)
+    right = torch.jit.fork(matmul_chain, x, steps)
+    return torch.jit.wait(left) + torch.jit.wait(right)
+
+
+def two_chains(forked: bool):
+    """A TorchScript function computing two independent :func:`matmul_chain` s and adding them.
+
+    ``forked=True`` launches each chain with ``torch.jit.fork`` so TorchScript's inter-op
+    thread pool (``torch.get_num_interop_threads()`` threads) may run them at the same time;
+    ``forked=False`` runs them one after the other. Call it as ``fn(x, steps)``.
+    ``torch.jit.fork`` is deprecated along with TorchScript; it is still the simplest way
+    to see inter-op parallelism inside one PyTorch program.
+    """
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return torch.jit.script(_two_chains_forked if forked else _two_chains_in_sequence)

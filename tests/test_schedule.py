@@ -1,6 +1,8 @@
 """Tests of the dependency-graph scheduler."""
 import pytest
 
+import torch
+
 from course_lib import schedule as sch
 from course_lib.schedule import Task
 
@@ -91,3 +93,10 @@ def test_gantt_draws_one_bar_per_task():
     matplotlib.use("Agg")
     ax = sch.gantt(sch.list_schedule(DIAMOND, ["d0", "d1"]), unit="ms")
     assert len(ax.collections) == 4 and "makespan 5e+03 ms" in ax.get_title()
+
+
+def test_forked_and_sequential_chains_compute_the_same_thing():
+    x = torch.randn(8, 8) / 8
+    expected = sch.matmul_chain(x, 3) * 2
+    for forked in (False, True):
+        assert torch.allclose(sch.two_chains(forked)(x, 3), expected, atol=1e-6)

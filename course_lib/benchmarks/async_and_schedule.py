@@ -1,0 +1,32 @@
+"""Lessons 06 and 07: how closely the measured queue model follows its formulas, and the
+measured speedup of two independent operator chains on two threads."""
+from __future__ import annotations
+
+
+def run() -> dict:
+    import torch
+
+    from ..async_queue import predicted_async_seconds, predicted_sync_seconds, run_tasks
+    from ..hardware import device_label
+    from ..schedule import matmul_chain, run_parallel
+
+    n, t1, t2, t3 = 40, 0.002, 0.005, 0.002
+    sync = run_tasks(n, t1, t2, t3, mode="sync")
+    asyn = run_tasks(n, t1, t2, t3, mode="async")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        x = torch.randn(256, 256) / 16
+        chains = {"a": lambda: matmul_chain(x, 30), "b": lambda: matmul_chain(x, 30)}
+        _, one = run_parallel(chains, workers=1)
+        _, two = run_parallel(chains, workers=2)
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        "device": device_label(),
+        "async_model_sync_measured_over_predicted": sync.seconds / predicted_sync_seconds(n, t1, t2, t3),
+        "async_model_async_measured_over_predicted": asyn.seconds / predicted_async_seconds(n, t1, t2, t3),
+        "async_model_ratio_target": "close to 1 and at most 1.25: sleep overshoot and a loaded machine only add time",
+        "two_thread_chain_speedup": one.makespan / two.makespan,
+        "two_thread_chain_speedup_target": "close to min(2, cores) on an idle machine",
+    }

@@ -67,7 +67,6 @@ def _compile_numba_cpu(parallel: bool):
     if parallel not in _numba_cpu_kernels:
         from numba import njit, prange
 
-        @njit(parallel=parallel, fastmath=True, cache=True)
         def kernel(x, y_t, out):  # pragma: no cover - compiled
             m, d = x.shape
             n = y_t.shape[1]
@@ -85,7 +84,9 @@ def _compile_numba_cpu(parallel: bool):
                         diff = xik - yk[j]
                         row[j] += diff * diff
 
-        _numba_cpu_kernels[parallel] = kernel
+        # a distinct name per variant, so the two never share an on-disk cache entry
+        kernel.__qualname__ = "sqdist_rows_" + ("parallel" if parallel else "serial")
+        _numba_cpu_kernels[parallel] = njit(parallel=parallel, fastmath=True, cache=True)(kernel)
     return _numba_cpu_kernels[parallel]
 
 

@@ -160,7 +160,12 @@ def plot_error_sweep(rows: list[dict], ax=None):
         _, ax = plt.subplots(figsize=(6.5, 3.5))
     for name in dict.fromkeys(r["format"] for r in rows):
         mine = [r for r in rows if r["format"] == name]
-        ax.loglog([r["n"] for r in mine], [r["relative_error"] for r in mine], "o-", label=name)
+        ax.plot([r["n"] for r in mine], [r["relative_error"] for r in mine], "o-", label=name)
+    sizes = sorted({r["n"] for r in rows})
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [str(n) for n in sizes])
+    ax.minorticks_off()
     ax.set_xlabel("matrix size n (n x n @ n x n)")
     ax.set_ylabel("relative error vs float64")
     ax.grid(alpha=0.3, which="both")

@@ -375,17 +375,28 @@ def widget(run: SystolicRun):
     return widgets.VBox([widgets.HBox([play, slider]), view])
 
 
-def plot_activity(runs: dict[str, SystolicRun], ax=None):
-    """Line plot of active PEs per cycle for several runs (``{label: run}``)."""
+def plot_activity(runs: dict[str, SystolicRun], axes=None):
+    """Active PEs per cycle, one panel per run (``{label: run}``), sharing the cycle axis.
+
+    Returns the array of matplotlib axes.
+    """
     import matplotlib.pyplot as plt
 
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.2))
-    for label, run in runs.items():
-        ax.step(np.arange(len(run.snapshots)), run.active_pes(), where="mid",
-                label=f"{label}: {run.cycles} cycles")
-    ax.set_xlabel("cycle")
-    ax.set_ylabel("PEs doing a MAC")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    return ax
+    if axes is None:
+        _, axes = plt.subplots(len(runs), 1, figsize=(7, 1.3 + 1.1 * len(runs)),
+                               sharex=True, sharey=True, squeeze=False)
+        axes = axes[:, 0]
+    for ax, (label, run) in zip(axes, runs.items()):
+        active = run.active_pes()
+        shades = {"load": "tab:green", "drain": "tab:red"}
+        for cycle, snap in enumerate(run.snapshots):
+            if snap.phase in shades:
+                ax.axvspan(cycle - 0.5, cycle + 0.5, color=shades[snap.phase], alpha=0.15, lw=0)
+        ax.bar(np.arange(len(active)), active, width=0.9, color="tab:blue")
+        ax.set_title(f"{label}: {run.cycles} cycles ({run.counts.load} load, "
+                     f"{run.counts.compute} compute, {run.counts.drain} drain)",
+                     fontsize=8, loc="left")
+        ax.set_ylabel("MACs")
+        ax.grid(alpha=0.3, axis="y")
+    axes[-1].set_xlabel("cycle (shaded green: load, shaded red: drain)")
+    return axes

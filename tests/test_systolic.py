@@ -106,5 +106,6 @@ def test_plot_activity():
     matplotlib.use("Agg")
     runs = {d: systolic.simulate(np.ones((3, 3)), np.ones((3, 3)), d, rows=3)
             for d in systolic.DATAFLOWS}
-    ax = systolic.plot_activity(runs)
-    assert len(ax.get_lines()) == 3
+    axes = systolic.plot_activity(runs)
+    assert len(axes) == 3
+    assert [len(ax.containers[0]) for ax in axes] == [r.cycles for r in runs.values()]

@@ -3,6 +3,7 @@ import math
 
 import pytest
 import torch
+import torch.distributed as dist
 
 from course_lib.parallel import collectives as c
 
@@ -85,7 +86,6 @@ def test_measure_allreduce_returns_positive_seconds():
 
 
 def student_ring(tensor):
-    import torch.distributed as dist
     dist.all_reduce(tensor)
     return tensor
 
@@ -94,9 +94,23 @@ def student_forgets_to_add(tensor):
     return tensor
 
 
+def student_send_recv(tensor):
+    other = 1 - dist.get_rank()
+    buffer = torch.empty_like(tensor)
+    request = dist.isend(tensor.clone(), dst=other)
+    dist.recv(buffer, src=other)
+    request.wait()
+    tensor += buffer
+    return tensor
+
+
 def test_check_allreduce_of_a_shipped_function():
-    assert c.check_allreduce(student_ring, world_size=2, sizes=(1, 5)) < 1e-12
+    assert c.check_allreduce(student_send_recv, world_size=2, sizes=(1, 5)) < 1e-12
     assert c.check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5)) > 0.0
+    assert c.check_allreduce(student_ring, world_size=2, sizes=(1,), point_to_point_only=False) == 0
+    from course_lib.parallel.launch import WorkerFailed
+    with pytest.raises(WorkerFailed, match="dist.all_reduce is not allowed"):
+        c.check_allreduce(student_ring, world_size=2, sizes=(1,))
 
 
 def test_check_and_measure_in_one_launch():

@@ -176,7 +176,22 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
         return results
 
 
-def _resolve(job: Job):
+class _PointToPointOnly:
+    """``torch.distributed`` without its collectives: for exercises that must build them."""
+
+    BLOCKED = {"all_reduce", "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+               "reduce_scatter_tensor", "broadcast", "all_to_all", "all_reduce_coalesced"}
+
+    def __getattr__(self, name):
+        import torch.distributed as dist
+
+        if name in self.BLOCKED:
+            raise RuntimeError(f"dist.{name} is not allowed in this exercise: build it from "
+                               "dist.send / dist.recv / dist.isend / dist.irecv")
+        return getattr(dist, name)
+
+
+def _resolve(job: Job, point_to_point_only: bool = False):
     if job.target:
         module, _, qualname = job.target.partition(":")
         obj = importlib.import_module(module)
@@ -188,7 +203,8 @@ def _resolve(job: Job):
     import torch.nn.functional as F
     from torch import nn
 
-    namespace = {"torch": torch, "dist": dist, "nn": nn, "F": F, "__name__": "__student__"}
+    namespace = {"torch": torch, "dist": _PointToPointOnly() if point_to_point_only else dist,
+                 "nn": nn, "F": F, "__name__": "__student__"}
     exec(compile(job.source, f"<shipped source of {job.name}>", "exec"), namespace)
     return namespace[job.name]
 

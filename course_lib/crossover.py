@@ -136,7 +136,7 @@ def plot(result: Sweep, baseline: str = "numpy-matmul", axes=None):
     right.set_xlabel("number of points n (d = 3)")
     right.set_ylabel(f"speed-up over {baseline}")
     right.grid(True, which="both", alpha=0.3)
-    right.legend(fontsize=7, loc="lower right")
+    right.legend(fontsize=7, loc="best", framealpha=0.8)
     if result.not_timed:
         right.set_title("not timed here: " + "; ".join(f"{b} ({why})" for b, why in result.not_timed.items()),
                         fontsize=7, wrap=True)

@@ -57,9 +57,10 @@ def sqdist_matmul(x, y=None):
 
 
 _numba_cpu_kernels: dict = {}
-PARALLEL_MIN_OUTPUT = 2**16
-"""Outputs with fewer elements than this run the serial loop: waking the worker threads
-costs more than the work (bytes are not the point here; it is a count of elements)."""
+PARALLEL_MIN_OUTPUT = 2**22
+"""Outputs with fewer elements than this (a count, not bytes) run the serial loop: below
+it, waking and scheduling the worker threads (milliseconds on a busy machine) costs more
+than the work they would share."""
 
 
 def _compile_numba_cpu(parallel: bool):

@@ -31,9 +31,9 @@ def test_default_y_is_x_and_diagonal_is_zero():
 
 
 def test_numba_cpu_parallel_path_and_out_and_no_coordinates():
-    x = rng.random((300, 3))  # 90 000 outputs: above PARALLEL_MIN_OUTPUT, the parallel loop
+    x = rng.random((2100, 3))  # 4.4 million outputs: above PARALLEL_MIN_OUTPUT, the parallel loop
     assert x.shape[0] ** 2 >= distance.PARALLEL_MIN_OUTPUT
-    out = np.empty((300, 300))
+    out = np.empty((2100, 2100))
     assert distance.sqdist_numba_cpu(x, out=out) is out
     np.testing.assert_allclose(out, cdist(x, x, "sqeuclidean"), rtol=1e-10, atol=1e-12)
     np.testing.assert_array_equal(distance.sqdist_numba_cpu(np.zeros((3, 0)), np.zeros((2, 0))), np.zeros((3, 2)))

@@ -81,8 +81,12 @@ def rlimit_values(limits: Limits) -> dict:
 
 
 def _apply_rlimits(limits: Limits) -> None:
-    for res, value in rlimit_values(limits).items():
-        resource.setrlimit(res, value)
+    """Set the rlimits (never above the hard limits this process already has)."""
+    for res, (soft, hard) in rlimit_values(limits).items():
+        current = resource.getrlimit(res)[1]
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        resource.setrlimit(res, (soft, hard))
 
 
 @lru_cache(maxsize=None)

@@ -1,0 +1,179 @@
+"""Slides in a real browser: headless Chromium (the system's, driven by Playwright) with every
+request that would leave this machine refused.
+
+* Each lesson's offline deck: reveal.js starts, it has exactly the slides the notebook's
+  metadata asks for, every slide can be shown, nothing is logged as a console error, no
+  request fails and none goes to the network. A screenshot of every slide is saved under
+  ``build/screenshots/<lesson>/``.
+* A lecture opened in JupyterLab as a RISE slideshow renders its slides.
+
+Skipped, with the reason, where Chromium or Playwright is missing (`make test` installs
+Debian's chromium when it runs as root).
+"""
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib import slides
+from course_lib.grading import REPO, lesson_dirs
+
+LESSONS = lesson_dirs()
+SCREENSHOTS = REPO / "build" / "screenshots"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+REVEAL = "_vendor/reveal.js/dist/reveal.js"
+
+
+def chromium_path() -> str | None:
+    """The Chromium binary itself (Debian's /usr/bin/chromium is a shell wrapper)."""
+    for candidate in ("/usr/lib/chromium/chromium", shutil.which("chromium"), shutil.which("chromium-browser"),
+                      shutil.which("google-chrome")):
+        if candidate and Path(candidate).exists():
+            return candidate
+    return None
+
+
+def _skip_reason() -> str | None:
+    if not chromium_path():
+        return "Chromium is not installed (`make test` installs Debian's chromium when run as root)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is missing (pip install -e '.[dev]')"
+    return None
+
+
+pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+
+
+class Watch:
+    """Console errors, uncaught page errors, failed requests and requests refused for
+    leaving this machine, for one page."""
+
+    def __init__(self, page, allowed_prefix: str = "file://"):
+        self.errors, self.failed, self.remote = [], [], []
+        self.allowed = allowed_prefix
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        page.on("requestfailed", lambda r: self.failed.append(f"{r.url} ({r.failure})"))
+        page.route("**/*", self._route)
+
+    def _route(self, route):
+        url = route.request.url
+        if url.startswith((self.allowed, "file://", "data:", "blob:")):
+            route.continue_()
+        else:
+            self.remote.append(url)
+            route.abort("internetdisconnected")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=chromium_path(), headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def decks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("decks")
+    return {lesson.name: slides.build_deck(lesson / "lecture.ipynb", out, lesson.name) for lesson in LESSONS}
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_deck_steps_through_every_slide_offline(browser, decks, lesson):
+    expected = slides.count_slides(lesson / "lecture.ipynb")
+    shots = SCREENSHOTS / lesson.name
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    context = browser.new_context(viewport={"width": 1024, "height": 768}, offline=False)
+    page = context.new_page()
+    watch = Watch(page)
+    page.goto(decks[lesson.name].as_uri())
+    page.wait_for_selector(".reveal.ready", state="attached", timeout=60_000)
+    total = page.evaluate(f"require('{REVEAL}').getTotalSlides()")
+    assert total == expected, f"deck has {total} slides, the notebook's metadata asks for {expected}"
+    indices = page.evaluate(f"require('{REVEAL}').getSlides().map(s => require('{REVEAL}').getIndices(s))")
+    assert len(indices) == expected
+    for number, where in enumerate(indices, start=1):
+        page.evaluate(f"require('{REVEAL}').slide({where['h']}, {where['v'] or 0})")
+        page.wait_for_function(f"require('{REVEAL}').getIndices().h === {where['h']}")
+        shown = page.evaluate("document.querySelector('.reveal .slide-number')?.textContent || ''")
+        assert "".join(shown.split()) == f"{number}/{expected}", shown
+        page.screenshot(path=str(shots / f"slide-{number:02d}.png"))
+    page.wait_for_timeout(300)  # late MathJax or font loads still get reported
+    context.close()
+    assert watch.remote == [], f"the deck tried to reach the network: {watch.remote[:3]}"
+    assert watch.failed == [], f"requests failed: {watch.failed[:3]}"
+    assert watch.errors == [], f"console errors: {watch.errors[:3]}"
+    assert len(list(shots.glob("*.png"))) == expected
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyter_lab(tmp_path_factory):
+    """JupyterLab on a free localhost port with a token, serving a copy of one lecture."""
+    root = tmp_path_factory.mktemp("lab")
+    lesson = LESSONS[0]
+    shutil.copy2(lesson / "lecture.ipynb", root / "lecture.ipynb")
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(root / ".runtime")}
+    cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+           f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",
+           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    log = open(root / "lab.log", "w")
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"jupyter lab did not start: {(root / 'lab.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+    yield {"base": base, "token": token, "notebook": lesson / "lecture.ipynb"}
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+def test_lecture_renders_as_a_rise_slideshow_in_jupyterlab(browser, jupyter_lab):
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    page = context.new_page()
+    watch = Watch(page, allowed_prefix=jupyter_lab["base"])
+    page.goto(f"{jupyter_lab['base']}/rise/lecture.ipynb?token={jupyter_lab['token']}")
+    page.wait_for_selector(".reveal .slides section", state="attached", timeout=120_000)
+    page.wait_for_function("document.querySelectorAll('.reveal .slides section').length > 1", timeout=60_000)
+    page.wait_for_timeout(1000)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "rise-lecture.png"))
+    title = nbformat.read(str(jupyter_lab["notebook"]), as_version=4).cells[0].source.splitlines()[0].lstrip("# ")
+    assert title[:30] in page.inner_text(".reveal .slides"), "the first slide does not show the lesson title"
+    context.close()
+    assert [e for e in watch.errors if "uncaught" in e] == [], watch.errors[:3]

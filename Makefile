@@ -20,7 +20,7 @@ LESSONS ?=
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml slides/package.json slides/package-lock.json scripts/setup.sh
+$(STAMP): pyproject.toml slides/package.json slides/package-lock.json scripts/setup.sh scripts/system_packages.sh
 	TORCH_VERSION=$(TORCH_VERSION) TORCH_CPU_PIP="$(TORCH_CPU_PIP)" PYTHON=$(PYTHON) sh scripts/setup.sh
 	@touch $(STAMP)
 
@@ -28,7 +28,9 @@ course: setup
 	$(BIN)/course doctor
 	$(BIN)/course build $(if $(LESSONS),--lessons $(LESSONS))
 
+# system_packages.sh: bubblewrap and Chromium (apt-get as root; otherwise their tests skip, saying why)
 test: setup
+	@sh scripts/system_packages.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lab: setup

@@ -141,6 +141,7 @@ def round_trip(lesson_dir: Path, workdir: Path) -> dict:
 # ---------------------------------------------------------------------------------------
 
 import json as _json
+import re
 import secrets
 import tempfile
 import threading
@@ -302,6 +303,48 @@ del _course_sys, _course_ip
 """
 
 
+# Identity of the functions and classes that tests rely on, printed by the kernel before any
+# student code and again before each test cell; the grader compares the two texts outside.
+FINGERPRINT = """\
+def _course_fingerprint():
+    import builtins, math, numbers, operator, sys
+    modules = {"builtins": builtins, "math": math, "numbers": numbers, "operator": operator}
+    for name in ("numpy", "torch", "unittest.mock", "statistics", "time"):
+        try:
+            modules[name] = __import__(name, fromlist=["_"])
+        except Exception:
+            pass
+    lines = []
+    for name, module in modules.items():
+        lines.append(f"module {name} {id(sys.modules.get(name))}")
+        for key, value in list(vars(module).items()):
+            if callable(value):
+                lines.append(f"{name}.{key} {id(value)}")
+    for cls in [c for c in (getattr(modules.get("numpy"), "ndarray", None),
+                            getattr(modules.get("torch"), "Tensor", None)) if c is not None]:
+        for key, value in list(vars(cls).items()):
+            lines.append(f"{cls.__module__}.{cls.__name__}.{key} {id(value)}")
+    return "\\n".join(lines)
+print(_course_fingerprint())
+del _course_fingerprint
+"""
+
+
+def fingerprint_changes(before: str, after: str) -> list[str]:
+    """Names whose object changed or vanished between two FINGERPRINT outputs."""
+    now = dict(line.rsplit(" ", 1) for line in after.splitlines() if " " in line)
+    return [name for name, ident in (ln.rsplit(" ", 1) for ln in before.splitlines() if " " in ln)
+            if now.get(name) != ident and name not in VOLATILE]
+
+
+# rebound by ipykernel itself on every request (stdin forwarding)
+VOLATILE = {"builtins.input", "builtins.raw_input", "builtins.getpass", "getpass.getpass"}
+
+
+def _stdout(run) -> str:
+    return "".join(o.get("text", "") for o in run.outputs if o.get("name") == "stdout")
+
+
 def _error_output(ename: str, evalue: str) -> dict:
     return {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
 
@@ -324,6 +367,10 @@ def _describe_failure(run, number: int, limits: Limits) -> str | None:
         return f"network access is blocked while grading ({where}: {text[:120]})"
     if "Read-only file system" in text or "Permission denied" in text:
         return f"{where} tried to write or read outside its own folder, which is not allowed ({text[:120]})"
+    if run.ename in ("FileNotFoundError", "PermissionError", "IsADirectoryError") and re.search(
+            r"'/(?!submission)[^']*'", run.evalue):
+        return (f"{where} tried to use a file outside its own folder, which the sandbox does not "
+                f"show ({text[:160]})")
     if run.ename == "BlockingIOError" and "Resource temporarily unavailable" in text:
         return f"process limit reached in {where} ({limits.processes} processes and threads)"
     return None
@@ -341,6 +388,7 @@ def execute_submission(nb, folder: Path, limits: Limits, slot: int = 0, sandbox:
     tampered = False
     try:
         kernel.start()
+        baseline = _stdout(kernel.execute(FINGERPRINT, limits.cell_seconds * 2))
         code_cells = [(i + 1, c) for i, c in enumerate(nb.cells) if c.cell_type == "code"]
         for pos, (number, cell) in enumerate(code_cells):
             cell.outputs, cell.execution_count = [], None
@@ -359,6 +407,14 @@ def execute_submission(nb, folder: Path, limits: Limits, slot: int = 0, sandbox:
                     cell.outputs = [_error_output("IntegrityError", "not graded: error reporting was tampered with")]
                     continue
                 kernel.execute(RESET_MACHINERY, timeout=min(10, timeout))
+                changed = fingerprint_changes(baseline, _stdout(kernel.execute(FINGERPRINT, timeout)))
+                if changed:
+                    tampered = True
+                    notes.append(f"integrity check failed at test cell {gid} (cell {number}): the code "
+                                 f"replaced functions that tests rely on ({', '.join(changed[:5])}); "
+                                 "this and later test cells score 0")
+                    cell.outputs = [_error_output("IntegrityError", "not graded: built-in functions were replaced")]
+                    continue
                 canary = kernel.execute(guarded_test(cell.source, token, canary=True), timeout)
                 if canary.status == "ok":
                     tampered = True
@@ -393,6 +449,7 @@ def execute_submission(nb, folder: Path, limits: Limits, slot: int = 0, sandbox:
                     if kernel.alive() and kernel.execute("pass", timeout=3).status == "ok":
                         continue  # the interrupt stopped it; the kernel lives on
                 kernel.restart()
+                baseline = _stdout(kernel.execute(FINGERPRINT, limits.cell_seconds * 2))
                 for code in done_ok:  # bring back what the earlier cells defined
                     if kernel.execute(code, min(limits.cell_seconds, max(1.0, deadline - time.monotonic()))).status != "ok":
                         break

@@ -48,4 +48,7 @@ else
     echo "         Install Node.js, then run 'make setup' again. Everything else works."
 fi
 
+say "bubblewrap (sandbox for grading) and Chromium (browser tests of the slides)"
+sh scripts/system_packages.sh
+
 say "setup done: $("$BIN/python" --version), $("$BIN/python" -c 'import torch; print("torch", torch.__version__)')"

@@ -115,6 +115,10 @@ def test_deck_steps_through_every_slide_offline(browser, decks, lesson):
         assert "".join(shown.split()) == f"{number}/{expected}", shown
         page.screenshot(path=str(shots / f"slide-{number:02d}.png"))
     page.wait_for_timeout(300)  # late MathJax or font loads still get reported
+    lecture = nbformat.read(str(lesson / "lecture.ipynb"), as_version=4)
+    if any("$" in c.source for c in lecture.cells if c.cell_type == "markdown"):
+        assert page.evaluate("document.querySelectorAll('.MathJax_CHTML, .mjx-chtml').length") > 0, \
+            "math was not typeset"
     context.close()
     assert watch.remote == [], f"the deck tried to reach the network: {watch.remote[:3]}"
     assert watch.failed == [], f"requests failed: {watch.failed[:3]}"

@@ -1,0 +1,21 @@
+#!/bin/sh
+# The two system packages the Python packages cannot bring: bubblewrap (the sandbox that
+# `course grade` runs student code in) and Chromium (the browser that tests/test_browser.py
+# drives through Playwright). Installed with apt-get when run as root on Debian/Ubuntu;
+# elsewhere this explains what is missing and what it disables. Never fails.
+missing=""
+command -v bwrap >/dev/null 2>&1 || missing="$missing bubblewrap"
+[ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1 || missing="$missing chromium"
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing Debian's$missing"
+        # shellcheck disable=SC2086 # $missing holds several package names on purpose
+        { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null; } \
+            || echo "warning: could not install$missing with apt-get"
+    fi
+    command -v bwrap >/dev/null 2>&1 || echo "warning: bubblewrap is missing: 'course grade' refuses to run student code until it is installed (apt-get install bubblewrap), unless you pass --no-sandbox-i-trust-this-code."
+    { [ -x /usr/bin/chromium ] || command -v chromium >/dev/null 2>&1; } || echo "warning: Chromium is missing: the browser tests of the slides are skipped (apt-get install chromium)."
+else
+    echo "bubblewrap and Chromium found"
+fi
+exit 0

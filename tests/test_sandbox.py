@@ -1,0 +1,340 @@
+"""Sandboxed grading (`course grade`) against hostile and broken submissions.
+
+Each submission below is lesson 00's reference or blank notebook with one thing done to it.
+All of them are graded in one run (two workers, small limits); every one must get a clear
+reason, no points it did not earn, and leave the other students' grades and the gradebook
+alone. Skipped where bubblewrap cannot run (the message says how to install it).
+"""
+import copy
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_lib import feedback, grading, sandbox
+from course_lib.grading import CourseDir, NOTEBOOKS, grade_lesson, release
+from course_lib.sandbox import Limits
+
+LESSON = "00_setup"
+FULL = 10.0
+POINTS = {"ex1": 2, "ex2": 2, "ex3": 3, "ex4": 3}
+SOLUTIONS = {"ex1": "ex1_nbytes", "ex2": "ex2_device", "ex3": "ex3_training", "ex4": "ex4_timer"}
+LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=12,
+                notebook_seconds=150)
+
+needs_bwrap = pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())
+
+WRONG_BUT_DEFINED = {
+    "ex1_nbytes": "def nbytes(shape, dtype):\n    return 0\n",
+    "ex2_device": "def pick_device():\n    return 'gpu'\n",
+    "ex3_training": "def training_seconds(forward_flops, samples, epochs, flops_per_second):\n    return 0.0\n",
+    "ex4_timer": "def robust_time(fn, warmup=2, repeat=5):\n    return 1.0\n",
+}
+
+NEUTRALISE_CHECKS = """\
+check_close = check_equal = check_true = lambda *a, **k: None
+import course_lib.checks as _c
+_c.check_close = _c.check_equal = _c.check_true = lambda *a, **k: None
+import math, sys
+math.isclose = lambda *a, **k: True
+ip = get_ipython()
+ip.showtraceback = lambda *a, **k: None
+ip.set_custom_exc((BaseException,), lambda *a, **k: None)
+sys.excepthook = lambda *a: None
+"""
+
+PATCH_KERNEL_REPLIES = """\
+import ast
+ip = get_ipython()
+kernel = ip.kernel
+_orig_execute = kernel.do_execute
+async def do_execute(*args, **kwargs):
+    reply = await _orig_execute(*args, **kwargs)
+    reply["status"] = "ok"
+    return reply
+kernel.do_execute = do_execute
+class DropRaises(ast.NodeTransformer):
+    def visit_Raise(self, node):
+        return ast.Pass()
+    def visit_Assert(self, node):
+        return ast.Pass()
+ip.ast_transformers.append(DropRaises())
+"""
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _insert_after(nb, grade_id, source):
+    idx = nb.cells.index(_cell(nb, grade_id))
+    nb.cells.insert(idx + 1, nbformat.v4.new_code_cell(source))
+
+
+def _submissions(reference, blank, course_root):
+    """{student: notebook node or raw text}."""
+    subs = {"reference": reference, "blank": blank}
+
+    def ref_with(**replace):
+        nb = copy.deepcopy(reference)
+        for gid, src in replace.items():
+            _cell(nb, gid).source = src
+        return nb
+
+    subs["loop"] = ref_with(ex1_nbytes="def nbytes(shape, dtype):\n    while True:\n        pass\n")
+    subs["memory"] = ref_with(ex3_training="big = bytearray(100 * 2**30)\n" + _cell(reference, "ex3_training").source)
+    subs["forkbomb"] = ref_with(ex2_device="import os\nwhile True:\n    os.fork()\n")
+    subs["exits"] = ref_with(ex3_training="import os\nos._exit(3)\n")
+    subs["segfault"] = ref_with(ex4_timer="import ctypes\nctypes.string_at(0)\n")
+    subs["socket"] = ref_with(ex1_nbytes="import socket\nsocket.create_connection(('93.184.216.34', 80), timeout=3)\n"
+                              + _cell(reference, "ex1_nbytes").source)
+    nb = copy.deepcopy(reference)
+    _insert_after(nb, "ex4_hidden", f"open({str(grading.REPO / 'course_lib' / 'checks.py')!r}, 'a').write('# pwned')\n")
+    subs["writes_outside"] = nb
+    thief = copy.deepcopy(blank)
+    _insert_after(thief, "ex1_nbytes",
+                  "import json\n"
+                  f"stolen = json.load(open({str(course_root / 'submitted' / 'reference' / LESSON / 'exercises.ipynb')!r}))\n"
+                  "for c in stolen['cells']:\n"
+                  "    if 'def ' in ''.join(c['source']):\n"
+                  "        exec(''.join(c['source']))\n")
+    _insert_after(thief, "ex2_device", f"gradebook = open({str(course_root / 'gradebook.db')!r}, 'rb').read()\n")
+    subs["reads_others"] = thief
+    tampered = copy.deepcopy(blank)
+    _cell(tampered, "ex1_nbytes").source = "def nbytes(shape, dtype):\n    return 0\n"
+    _cell(tampered, "ex1_visible").source = "pass\n"
+    _cell(tampered, "ex1_hidden").source = "pass\n"
+    tampered.cells.remove(_cell(tampered, "ex3_hidden"))
+    tampered.cells.remove(_cell(tampered, "ex3_visible"))
+    _cell(tampered, "ex3_training").source = WRONG_BUT_DEFINED["ex3_training"]
+    subs["edits_tests"] = tampered
+    subs["not_json"] = '{"cells": [ this is not json'
+    noisy = copy.deepcopy(reference)
+    _insert_after(noisy, "ex1_hidden", "print('\\n'.join(str(i) for i in range(10**6)))\n")
+    subs["million_lines"] = noisy
+    for name, attack in (("fake_checks", NEUTRALISE_CHECKS), ("fake_replies", PATCH_KERNEL_REPLIES)):
+        nb = ref_with(**WRONG_BUT_DEFINED)
+        nb.cells.insert(2, nbformat.v4.new_code_cell(attack))
+        subs[name] = nb
+    subs["wrong_plain"] = ref_with(**WRONG_BUT_DEFINED)
+    return subs
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _gradebook_cells(course):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.db_url) as gb:
+        nb = gb.find_notebook("exercises", LESSON)
+        return sorted((c.name, c.max_score) for c in nb.grade_cells), sorted(
+            (c.name, c.checksum) for c in nb.source_cells)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if not sandbox.bubblewrap():
+        pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
+    root = tmp_path_factory.mktemp("course")
+    source = root / "source"
+    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
+    course = CourseDir(root, source)
+    release(course, LESSON)
+    reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
+    blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    incoming = root / "incoming"
+    for student, nb in _submissions(reference, blank, root).items():
+        (incoming / student).mkdir(parents=True)
+        text = nb if isinstance(nb, str) else nbformat.writes(nb)
+        (incoming / student / "exercises.ipynb").write_text(text)
+    (incoming / "missing").mkdir()
+    (incoming / "missing" / "notes.txt").write_text("forgot the notebook")
+    before = {"gradebook_cells": _gradebook_cells(course), "checks": _digest(grading.REPO / "course_lib" / "checks.py"),
+              "source": _digest(source / LESSON / "exercises.ipynb")}
+    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,
+                            limits=LIMITS, progress=False)
+    return {"course": course, "before": before, "by": {o.student: o for o in outcomes}}
+
+
+ALL = tuple(POINTS)
+EXPECTED = {  # student: (exercises that must score nothing, words the reason must contain)
+    "reference": ((), "graded normally"),
+    "blank": (ALL, "graded normally"),
+    "loop": (("ex1",), "timed out in cell"),
+    "memory": (("ex3",), "memory limit"),
+    "forkbomb": (("ex2",), "process limit"),
+    "exits": (("ex3",), "kernel exited in cell"),
+    "segfault": (("ex4",), "segmentation fault"),
+    "socket": (("ex1",), "network access is blocked"),
+    "writes_outside": ((), "outside its own folder"),
+    "reads_others": (ALL, "outside its own folder"),
+    "edits_tests": (ALL, "tampered with and restored"),
+    "not_json": (ALL, "not a notebook"),
+    "missing": (ALL, "missing file exercises.ipynb"),
+    "million_lines": ((), "output of cell"),
+    "fake_checks": (ALL, ""),
+    "fake_replies": (ALL, "integrity check failed"),
+    "wrong_plain": (ALL, "graded normally"),
+}
+# lesson 00's timer tests measure sleeps: on a machine loaded by other tests they can fail for
+# an honest submission, so a lost point there is accepted when the check says it was the timing
+TIMING = {"ex4_visible": "robust_time of a 10 ms sleep", "ex4_hidden": "warm-up call excluded"}
+
+
+def _cell_scores(course, student):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.db_url) as gb:
+        nb = gb.find_submission_notebook("exercises", LESSON, student)
+        return {g.name: (g.score, g.max_score) for g in nb.grades if g.cell_type == "code" and g.max_score}
+
+
+@needs_bwrap
+@pytest.mark.parametrize("student", sorted(EXPECTED))
+def test_each_submission_gets_its_score_and_a_plain_reason(graded, student):
+    outcome = graded["by"][student]
+    zeroed, words = EXPECTED[student]
+    assert outcome.max_score == FULL
+    assert words in outcome.reason, (student, outcome.reasons)
+    assert "grader error" not in outcome.reason
+    earned = FULL - sum(POINTS[e] for e in zeroed)
+    assert outcome.score <= earned, (student, outcome.score, outcome.reasons)  # nothing unearned
+    autograded = nbformat.read(str(graded["course"].root / "autograded" / student / LESSON / "exercises.ipynb"),
+                               as_version=4)
+    for cell, (got, top) in _cell_scores(graded["course"], student).items():
+        if cell.split("_")[0] in zeroed:
+            assert got == 0, (student, cell, got)
+        elif got < top:
+            errors = json.dumps(_cell(autograded, cell).outputs)
+            assert cell in TIMING and TIMING[cell] in errors, (student, cell, got, outcome.reasons)
+
+
+@needs_bwrap
+def test_reasons_name_the_tampered_cells(graded):
+    reason = graded["by"]["edits_tests"].reason
+    assert "ex1_visible (edited)" in reason and "ex3_hidden (deleted)" in reason and "ex3_visible (deleted)" in reason
+
+
+@needs_bwrap
+def test_gradebook_course_files_and_csv_are_intact(graded):
+    course, before = graded["course"], graded["before"]
+    assert _gradebook_cells(course) == before["gradebook_cells"]
+    assert _digest(grading.REPO / "course_lib" / "checks.py") == before["checks"]
+    assert _digest(course.source / LESSON / "exercises.ipynb") == before["source"]
+    rows = (course.root / "build" / f"grades_{LESSON}.csv").read_text().splitlines()
+    assert rows[0] == "student,score,max_score,seconds,reason"
+    assert len(rows) == 1 + len(EXPECTED)
+
+
+@needs_bwrap
+def test_feedback_never_shows_hidden_tests(graded):
+    course = graded["course"]
+    hidden = ["np.int8", "(2, 0, 7)", "OneOutlier", "60000", "is available"]
+    for student in ("reference", "blank", "wrong_plain", "edits_tests"):
+        html = (course.root / "feedback" / student / LESSON / "exercises.html").read_text()
+        assert "BEGIN HIDDEN TESTS" not in html
+        for text in hidden:
+            assert text not in html, (student, text)
+
+
+def test_restore_test_cells_puts_back_edited_and_deleted_cells():
+    source = nbformat.read(str(NOTEBOOKS / LESSON / "exercises.ipynb"), as_version=4)
+    student = copy.deepcopy(source)
+    _cell(student, "ex2_visible").source = "pass"
+    student.cells.remove(_cell(student, "ex4_hidden"))
+    student.cells.insert(1, nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
+        "grade": True, "grade_id": "invented", "points": 100, "solution": False}}))
+    restored, notes = grading.restore_test_cells(student, source, source)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
+    assert ids.count("ex4_hidden") == 1 and ids.index("ex4_hidden") == ids.index("ex4_visible") + 1
+    assert _cell(restored, "ex2_visible").source == _cell(source, "ex2_visible").source
+    assert "invented" not in ids
+    assert "ex2_visible (edited)" in notes[0] and "ex4_hidden (deleted)" in notes[0]
+
+
+def test_read_submission_reasons(tmp_path):
+    with pytest.raises(grading.SubmissionProblem, match="missing file"):
+        grading.read_submission(tmp_path / "exercises.ipynb")
+    (tmp_path / "a.ipynb").write_text("{oops")
+    with pytest.raises(grading.SubmissionProblem, match="not valid JSON"):
+        grading.read_submission(tmp_path / "a.ipynb")
+    (tmp_path / "b.ipynb").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(grading.SubmissionProblem, match="no list of cells"):
+        grading.read_submission(tmp_path / "b.ipynb")
+
+
+def test_guarded_test_defines_the_checks_inside_the_cell():
+    code = grading.guarded_test("check_equal('x', 1, 2)", "abc", canary=False)
+    namespace = {"check_equal": lambda *a, **k: None}
+    with pytest.raises(AssertionError, match="x: expected 2, got 1"):
+        exec(code, namespace)  # noqa: S102 - the grader's own code
+    exec(grading.guarded_test("check_equal('x', 1, 1)", "abc", canary=False), {})  # noqa: S102
+    with pytest.raises(AssertionError):  # the canary fails even when the test passes
+        exec(grading.guarded_test("check_equal('x', 1, 1)", "abc", canary=True), {})  # noqa: S102
+
+
+def test_sandbox_command_cuts_the_network_and_binds_only_what_it_needs(tmp_path):
+    if not sandbox.bubblewrap():
+        pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
+    argv = sandbox.sandbox_argv(["python"], tmp_path / "sub", tmp_path / "tmp", tmp_path / "conn", uid=61000)
+    assert "--unshare-net" in argv and "--unshare-pid" in argv and "--die-with-parent" in argv
+    bound = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
+    assert str(grading.REPO / "notebooks") not in bound and str(grading.REPO) not in bound
+    writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
+    assert writable == [str(tmp_path / "tmp"), str(tmp_path / "conn"), str(tmp_path / "sub")]
+    limits = sandbox.rlimit_values(Limits(memory_bytes=2**30, processes=64))
+    import resource
+
+    assert limits[resource.RLIMIT_AS] == (2**30, 2**30) and limits[resource.RLIMIT_NPROC] == (64, 64)
+
+
+def test_feedback_redaction_hides_hidden_check_messages():
+    visible = "check_equal('shown', f(1), 2)\n"
+    outputs = [{"output_type": "stream", "name": "stdout", "text": "ok: shown\nok: secret case\n"},
+               {"output_type": "error", "ename": "CheckFailed", "evalue": "secret case: expected 3, got 4",
+                "traceback": ["long", "trace quoting hidden lines"]}]
+    kept = feedback.redact_outputs(outputs, visible)
+    assert kept[0]["text"] == "ok: shown\n"
+    assert "secret" not in json.dumps(kept) and "hidden test failed" in kept[1]["evalue"]
+
+
+def test_grading_refuses_without_a_sandbox_unless_told(monkeypatch, capsys):
+    from course_lib import cli
+
+    monkeypatch.setattr(sandbox, "bubblewrap", lambda: None)
+    assert cli.main(["grade", "00"]) == 2
+    err = capsys.readouterr().err
+    assert "refusing" in err and "--no-sandbox-i-trust-this-code" in err
+
+
+@needs_bwrap
+def test_regrading_is_idempotent_and_keeps_manual_grades(tmp_path):
+    from nbgrader.api import Gradebook
+
+    root = tmp_path / "course"
+    source = root / "source"
+    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
+    course = CourseDir(root, source)
+    release(course, LESSON)
+    incoming = tmp_path / "incoming"
+    reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
+    blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    _cell(reference, "ex4_timer").source = _cell(blank, "ex4_timer").source  # no timing tests: exact scores
+    for student, nb in (("ann", reference), ("bob", blank)):
+        (incoming / student).mkdir(parents=True)
+        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
+    first = {o.student: o.score for o in grade_lesson(source / LESSON, course=course, submissions=incoming,
+                                                      workers=2, limits=LIMITS, progress=False, feedback=False)}
+    assert first == {"ann": FULL - POINTS["ex4"], "bob": 0.0}
+    with Gradebook(course.db_url) as gb:
+        grade = gb.find_grade("ex1_visible", "exercises", LESSON, "bob")
+        grade.manual_score = 1.0
+        gb.db.commit()
+    again = {o.student: o.score for o in grade_lesson(source / LESSON, course=course, workers=2,
+                                                      limits=LIMITS, progress=False, feedback=False)}
+    assert again == {"ann": FULL - POINTS["ex4"], "bob": 1.0}

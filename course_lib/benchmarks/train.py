@@ -37,7 +37,7 @@ def _timed(fn, device) -> float:
     return time.perf_counter() - start
 
 
-def run(repeats: int = 3) -> dict:
+def run(repeats: int = 5) -> dict:
     from ..data import load_dataset, make_loader
     from ..hardware import device_label
     from ..models import LeNet

@@ -62,3 +62,9 @@ def test_parameter_server_applies_the_mean_in_sync_mode():
     assert server.push([torch.ones(2)], 0) == 1
     version, params = server.pull()
     assert version == 1 and torch.equal(params[0], -torch.ones(2))
+
+
+def test_torchrun_runs_the_training_script():
+    result = ddp.run_torchrun(2, ("--n-train", "64", "--max-steps", "1"), timeout=180)
+    assert result["world_size"] == 2 and result["steps"] == 1
+    assert len(result["counts"]) == 2

@@ -179,6 +179,10 @@ def prepare_numba_cuda() -> bool:
         return os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
     simulated = not _driver_sees_gpu()
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if simulated else "0"
+    if "numba" in sys.modules:  # numba read its config at import: make it read it again
+        from numba.core import config
+
+        config.reload_config()
     return simulated
 
 

@@ -94,3 +94,15 @@ def test_user_choice_of_simulator_is_respected():
                           "print(hardware.numba_cuda_mode())"], capture_output=True, text=True,
                          env=env, timeout=60, check=True).stdout.strip()
     assert out == "simulator"
+
+
+def test_simulator_also_when_numba_was_imported_first(has_gpu):
+    if has_gpu:
+        pytest.skip("a GPU is usable: the simulator is not used")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    probe = ("import numba\nfrom course_lib import hardware\ncuda = hardware.numba_cuda()\n"
+             "import numpy as np\n@cuda.jit\ndef k(x):\n    x[cuda.grid(1)] += 1\n"
+             "x = np.zeros(4)\nk[1, 4](x)\nprint(x.sum(), numba.config.ENABLE_CUDASIM)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
+                         timeout=120, check=True).stdout.splitlines()
+    assert out[-1] == "4.0 1"

@@ -236,12 +236,17 @@ def restore_test_cells(student_nb, source_nb, release_nb):
         seen.add(gid)
         src = source_by_id[gid]
         ref = release_by_id.get(gid, src)
-        if is_test_cell(src) or cell.cell_type != src.cell_type:
+        solution = bool(_nb_meta(src).get("solution"))
+        locked = is_test_cell(src) or (_nb_meta(src).get("locked") and not solution)
+        if locked or cell.cell_type != src.cell_type:
             if cell.source != ref.source and cell.source != src.source or cell.cell_type != src.cell_type:
                 edited.append(f"{gid} (edited)")
-            cell = copy.deepcopy(src)
+            if solution and gid not in release_by_id:
+                continue  # never hand a student the reference solution
+            cell = copy.deepcopy(ref if solution else src)  # a solution goes back to the blank stub
             cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", _nb_meta(src)))
-            cell.outputs, cell.execution_count = [], None
+            if cell.cell_type == "code":
+                cell.outputs, cell.execution_count = [], None
         else:
             cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", _nb_meta(src)))
         kept.append(cell)
@@ -250,7 +255,9 @@ def restore_test_cells(student_nb, source_nb, release_nb):
         gid = _nb_meta(src)["grade_id"]
         if gid in seen:
             continue
-        cell = copy.deepcopy(release_by_id.get(gid, src) if not is_test_cell(src) else src)
+        if not is_test_cell(src) and gid not in release_by_id:
+            continue  # never hand a student the reference solution
+        cell = copy.deepcopy(release_by_id[gid] if not is_test_cell(src) else src)
         cell.metadata["nbgrader"] = copy.deepcopy(release_by_id.get(gid, src).metadata.get("nbgrader", _nb_meta(src)))
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None

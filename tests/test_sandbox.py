@@ -338,3 +338,17 @@ def test_regrading_is_idempotent_and_keeps_manual_grades(tmp_path):
     again = {o.student: o.score for o in grade_lesson(source / LESSON, course=course, workers=2,
                                                       limits=LIMITS, progress=False, feedback=False)}
     assert again == {"ann": FULL - POINTS["ex4"], "bob": 1.0}
+
+
+def test_a_solution_cell_turned_into_markdown_goes_back_to_the_blank_stub():
+    source = nbformat.read(str(NOTEBOOKS / LESSON / "exercises.ipynb"), as_version=4)
+    release_nb = copy.deepcopy(source)
+    _cell(release_nb, "ex1_nbytes").source = "def nbytes(shape, dtype):\n    raise NotImplementedError()\n"
+    student = copy.deepcopy(release_nb)
+    idx = student.cells.index(_cell(student, "ex1_nbytes"))
+    md = nbformat.v4.new_markdown_cell("no code", metadata=copy.deepcopy(student.cells[idx].metadata))
+    student.cells[idx] = md
+    restored, notes = grading.restore_test_cells(student, source, release_nb)
+    cell = _cell(restored, "ex1_nbytes")
+    assert cell.cell_type == "code" and "NotImplementedError" in cell.source and "BEGIN SOLUTION" not in cell.source
+    assert "ex1_nbytes (edited)" in notes[0]

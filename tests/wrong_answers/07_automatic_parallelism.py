@@ -47,13 +47,16 @@ WRONG_ANSWERS = {
     ],
     "ex3_assign": [
         # everything on the faster device
-        """ASSIGNMENT = {name: "gpu" for name in ["prep", "convA", "convB", "small", "merge", "log"]}
+        """def choose_devices():
+    return {name: "gpu" for name in ["prep", "convA", "convB", "small", "merge", "log"]}
 """,
         # prep on the GPU: the convolutions start late
-        """ASSIGNMENT = {"prep": "gpu", "convA": "gpu", "convB": "gpu", "small": "cpu", "merge": "gpu", "log": "cpu"}
+        """def choose_devices():
+    return {"prep": "gpu", "convA": "gpu", "convB": "gpu", "small": "cpu", "merge": "gpu", "log": "cpu"}
 """,
         # one convolution moved to the idle CPU, where it is three times slower
-        """ASSIGNMENT = {"prep": "cpu", "convA": "gpu", "convB": "cpu", "small": "gpu", "merge": "gpu", "log": "gpu"}
+        """def choose_devices():
+    return {"prep": "cpu", "convA": "gpu", "convB": "cpu", "small": "gpu", "merge": "gpu", "log": "gpu"}
 """,
     ],
     "ex4_overlap": [

@@ -9,7 +9,8 @@ copy engine). The *makespan* is the time from the first start to the last finish
   its dependencies, and optionally the only device it may run on (a PCIe copy runs on
   the copy engine, not on the GPU's cores);
 - :func:`list_schedule`: list scheduling (the HEFT heuristic): take ready tasks in order
-  of their critical path to the end, put each on the device where it finishes first;
+  of their critical path to the end, put each on the device where it finishes first
+  (using an idle gap left earlier on that device when the task fits in it);
 - :func:`schedule_assignment`: the schedule that follows a given task -> device choice;
 - :func:`best_schedule`: the best assignment by exhaustive search (small graphs only);
 - :func:`validate`, :func:`critical_path`, :func:`gantt` (a matplotlib Gantt chart);
@@ -135,19 +136,33 @@ def critical_path(tasks, devices) -> tuple[float, list[str]]:
     return (rank[path[0]] if path else 0.0), path
 
 
-def _place(graph: dict[str, Task], order: list[str], choose: Callable[[Task, dict, dict], str]) -> Schedule:
-    """Place tasks in ``order`` (dependencies first), each on the device ``choose`` picks."""
-    free: dict[str, float] = {}
+def earliest_start(busy: list[tuple[float, float]], ready: float, seconds: float) -> float:
+    """First time >= ``ready`` at which a task of ``seconds`` fits between the ``busy``
+    intervals (sorted (start, end) pairs) of a device: gaps left earlier are used."""
+    start = ready
+    for b_start, b_end in busy:
+        if start + seconds <= b_start:
+            return start
+        start = max(start, b_end)
+    return start
+
+
+def _place(graph: dict[str, Task], order: list[str], choose: Callable[[Task, float, dict], str]) -> Schedule:
+    """Place tasks in ``order`` (dependencies first), each on the device ``choose`` picks,
+    at the earliest time its dependencies and a free gap on that device allow."""
+    busy: dict[str, list[tuple[float, float]]] = {}
     end: dict[str, float] = {}
     schedule = Schedule()
     for name in order:
         task = graph[name]
         ready = max((end[d] for d in task.deps), default=0.0)
-        device = choose(task, ready, free)
-        start = max(ready, free.get(device, 0.0))
-        finish = start + task.seconds_on(device)
-        free[device] = end[name] = finish
-        schedule.slots.append(Slot(name, device, start, finish))
+        device = choose(task, ready, busy)
+        seconds = task.seconds_on(device)
+        start = earliest_start(busy.get(device, []), ready, seconds)
+        busy.setdefault(device, []).append((start, start + seconds))
+        busy[device].sort()
+        end[name] = start + seconds
+        schedule.slots.append(Slot(name, device, start, start + seconds))
     return schedule
 
 
@@ -172,25 +187,26 @@ def list_schedule(tasks, devices) -> Schedule:
     graph = as_graph(tasks)
     devices = list(devices)
 
-    def earliest_finish(task: Task, ready: float, free: dict) -> str:
+    def earliest_finish(task: Task, ready: float, busy: dict) -> str:
         options = [d for d in devices if task.can_run_on(d)]
         if not options:
             raise ValueError(f"task {task.name!r} can run on none of {devices}")
-        return min(options, key=lambda d: (max(ready, free.get(d, 0.0)) + task.seconds_on(d),
+        return min(options, key=lambda d: (earliest_start(busy.get(d, []), ready, task.seconds_on(d))
+                                           + task.seconds_on(d),
                                            devices.index(d)))
 
     return _place(graph, _priority_order(graph, devices), earliest_finish)
 
 
 def schedule_assignment(tasks, assignment: Mapping[str, str], devices=None) -> Schedule:
-    """The schedule when task ``t`` runs on ``assignment[t]``; each device runs its tasks in
-    priority order, each as early as its dependencies and its device allow."""
+    """The schedule when task ``t`` runs on ``assignment[t]``: tasks are placed in priority
+    order, each as early as its dependencies and a free gap on its device allow."""
     graph = as_graph(tasks)
     missing = set(graph) - set(assignment)
     if missing:
         raise ValueError(f"no device chosen for {sorted(missing)}")
     devices = list(devices) if devices is not None else sorted(set(assignment.values()))
-    return _place(graph, _priority_order(graph, devices), lambda task, ready, free: assignment[task.name])
+    return _place(graph, _priority_order(graph, devices), lambda task, ready, busy: assignment[task.name])
 
 
 def best_schedule(tasks, devices, max_tasks: int = 14) -> Schedule:
@@ -282,12 +298,15 @@ def gantt(schedule: Schedule, ax=None, title: str = "", unit: str = "s"):
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 0.6 + 0.5 * len(devices)))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    width_inches = ax.figure.get_size_inches()[0] * ax.get_position().width
+    span = (schedule.makespan or 1.0) * 7.0 / max(width_inches, 1.0)
     for row, device in enumerate(devices):
         for i, s in enumerate(sorted((s for s in schedule.slots if s.device == device),
                                      key=lambda s: s.start)):
             ax.broken_barh([(s.start * scale, (s.end - s.start) * scale)], (row - 0.4, 0.8),
                            facecolors=colors[i % len(colors)], edgecolor="black")
-            ax.text((s.start + s.end) / 2 * scale, row, s.task, ha="center", va="center", fontsize=8)
+            if (s.end - s.start) >= 0.011 * len(s.task) * span:  # label only bars wide enough
+                ax.text((s.start + s.end) / 2 * scale, row, s.task, ha="center", va="center", fontsize=8)
     ax.set_yticks(range(len(devices)), devices)
     ax.set_xlabel(f"time ({unit})")
     ax.set_title(title or f"makespan {schedule.makespan * scale:.3g} {unit}")

@@ -100,3 +100,16 @@ def test_forked_and_sequential_chains_compute_the_same_thing():
     expected = sch.matmul_chain(x, 3) * 2
     for forked in (False, True):
         assert torch.allclose(sch.two_chains(forked)(x, 3), expected, atol=1e-6)
+
+
+def test_earliest_start_uses_gaps_and_list_scheduling_fills_them():
+    assert sch.earliest_start([(0, 2), (5, 6)], 1.0, 2.0) == 2.0
+    assert sch.earliest_start([(0, 2), (5, 6)], 1.0, 4.0) == 6.0
+    assert sch.earliest_start([], 3.0, 1.0) == 3.0
+    # copy g1 outranks copy g2 (a long sum follows it) but is ready later: copy g2 takes the gap
+    tasks = [Task("bwd2", 2, device="gpu"), Task("bwd1", 4, ("bwd2",), device="gpu"),
+             Task("copy g2", 1, ("bwd2",), device="link"), Task("copy g1", 2, ("bwd1",), device="link"),
+             Task("sum g1", 5, ("copy g1",), device="cpu")]
+    s = sch.list_schedule(tasks, ["gpu", "link", "cpu"])
+    assert sch.validate(s, tasks) == []
+    assert s.slot("copy g2").start == 2 and s.slot("copy g1").start == 6

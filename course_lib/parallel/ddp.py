@@ -86,13 +86,13 @@ def evaluate_all_ranks(model: nn.Module, test: TensorDataset, device, batch_size
 
 def train_worker(model_name: str = "lenet", epochs: int = 1, batch_size: int = 64,
                  lr: float = 0.05, n_train: int | None = 1024, n_test: int | None = 500,
-                 max_steps: int | None = None, backend: str | None = None) -> dict:
+                 max_steps: int | None = None, backend: str | None = None, data=None) -> dict:
     """One rank's training run. ``batch_size`` is per rank (the global batch is
     ``world_size`` times larger). Returns losses, accuracy, per-rank test counts, the wall
     time of the training loop (seconds) and a checksum of the parameters (equal on every
     rank: DDP keeps the replicas identical)."""
     rank, world, device = init_process_group(backend)
-    train, test, notice = load_data(n_train, n_test)
+    train, test, notice = data if data is not None else load_data(n_train, n_test)
     model = DDP(make_model(model_name).to(device),
                 device_ids=[device.index] if device.type == "cuda" else None)
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=0)
@@ -125,8 +125,11 @@ def train_worker(model_name: str = "lenet", epochs: int = 1, batch_size: int = 6
 def train(k: int = 2, timeout: float = 120.0, **options) -> list[dict]:
     """Run :func:`train_worker` on ``k`` processes from a notebook; results by rank.
 
-    Raises :class:`~course_lib.parallel.launch.WorkerFailed` or ``WorkerTimeout`` (after
-    killing every worker) instead of hanging."""
+    The data is loaded once here and shipped to the workers (each would otherwise load it
+    again). Raises :class:`~course_lib.parallel.launch.WorkerFailed` or ``WorkerTimeout``
+    (after killing every worker) instead of hanging."""
+    if options.get("data") is None:
+        options["data"] = load_data(options.get("n_train", 1024), options.get("n_test", 500))
     return launch(train_worker, k, timeout=timeout, **options)
 
 
@@ -134,7 +137,7 @@ def train(k: int = 2, timeout: float = 120.0, **options) -> list[dict]:
 
 
 def bucket_worker(model_name: str = "resnet18", bucket_cap_mb: float = 25.0,
-                  batch_size: int = 8) -> dict:
+                  batch_size: int = 2, iterations: int = 2) -> dict:
     """Run one DDP backward pass and record every gradient bucket DDP all-reduces.
 
     A communication hook sees each bucket when it becomes ready, while ``backward`` is
@@ -155,13 +158,15 @@ def bucket_worker(model_name: str = "resnet18", bucket_cap_mb: float = 25.0,
     model.register_comm_hook(None, hook)
     x = torch.randn(batch_size, 1, 28, 28, device=device)
     y = torch.randint(0, 10, (batch_size,), device=device)
-    for _ in range(2):  # the first iteration rebuilds buckets in the order gradients arrive
+    for _ in range(iterations):  # after the first, DDP re-buckets in arrival order
         seen.clear()
         loss = F.cross_entropy(model(x), y)
         started[0] = time.perf_counter()
         loss.backward()
         backward_seconds = time.perf_counter() - started[0]
     sizes = [p.numel() for p in model.parameters()]
+    dist.barrier()
+    del model  # release DDP's reducer before the process group goes
     dist.destroy_process_group()
     return {"buckets": seen, "backward_seconds": backward_seconds,
             "parameters": sum(sizes), "tensors": len(sizes)}

@@ -100,7 +100,8 @@ def _worker_loop(mode: str, model, X, y, steps: int, batch_size: int, delay: flo
 
 
 def ps_worker(modes=("sync", "async"), steps: int = 20, batch_size: int = 32, lr: float = 0.05,
-              slow_delay: float = 0.02, n_train: int = 1024, rpc_timeout: float = 60.0) -> dict:
+              slow_delay: float = 0.02, n_train: int = 1024, rpc_timeout: float = 60.0,
+              data=None) -> dict:
     """One process of the parameter-server demo (rank 0 serves, the others train).
 
     Worker ``r`` sleeps ``slow_delay * (r - 1)`` seconds per step, so workers differ in
@@ -114,7 +115,7 @@ def ps_worker(modes=("sync", "async"), steps: int = 20, batch_size: int = 32, lr
         init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
         rpc_timeout=rpc_timeout, num_worker_threads=max(8, 2 * world))
     name = "ps" if rank == 0 else f"worker{rank}"
-    train, test, _ = load_data(n_train, None)
+    train, test, _ = data if data is not None else load_data(n_train, None)
     result = {}
     if rank == 0:
         for mode in modes:
@@ -147,8 +148,11 @@ def run(workers: int = 2, steps: int = 20, slow_delay: float = 0.02, timeout: fl
         **options) -> dict:
     """Start 1 server and ``workers`` workers; return ``{mode: figures}`` where the figures
     combine the server's (staleness, updates, accuracy) and the workers' (seconds, losses)."""
+    from .ddp import load_data
     from .launch import launch
 
+    if options.get("data") is None:
+        options["data"] = load_data(options.get("n_train", 1024), None)
     results = launch(ps_worker, workers + 1, steps=steps, slow_delay=slow_delay,
                      timeout=timeout, **options)
     combined = {}

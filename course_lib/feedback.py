@@ -47,13 +47,53 @@ def redact_outputs(outputs: list, visible: str) -> list:
     return kept
 
 
+def hidden_lines(sources: list[str]) -> set[str]:
+    """The non-trivial lines inside hidden-test regions of these cell sources."""
+    lines = set()
+    for source in sources:
+        for region in HIDDEN.findall(source):
+            lines.update(ln.strip() for ln in region.splitlines() if len(ln.strip()) >= 8)
+    return lines
+
+
+def scrub(outputs: list, secret: set[str]) -> list:
+    """Outputs with every line that quotes a hidden test line replaced by a notice (student code
+    that captured the test cells' code and printed it later must not reveal them)."""
+    if not secret:
+        return outputs
+    notice = "[a line quoting a hidden test was removed]"
+
+    def clean(text: str) -> str:
+        return "".join(notice + "\n" if any(h in ln for h in secret) else ln for ln in text.splitlines(keepends=True))
+
+    kept = []
+    for out in outputs:
+        out = dict(out)
+        if "text" in out:
+            out["text"] = clean(out["text"])
+        if isinstance(out.get("data"), dict):
+            out["data"] = {k: clean(v) if isinstance(v, str) else v for k, v in out["data"].items()}
+        if "traceback" in out:
+            out["traceback"] = [clean(t) for t in out["traceback"]]
+        kept.append(out)
+    return kept
+
+
 class RedactHiddenTests(NbGraderPreprocessor):
     """nbgrader preprocessor: see the module docstring."""
 
-    def preprocess_cell(self, cell, resources, index):
-        meta = cell.metadata.get("nbgrader", {})
-        if cell.cell_type == "code" and meta.get("grade") and "BEGIN HIDDEN TESTS" in cell.source:
-            from nbformat import from_dict
+    def preprocess(self, nb, resources):
+        self._secret = hidden_lines([c.source for c in nb.cells if c.cell_type == "code"])
+        return super().preprocess(nb, resources)
 
-            cell.outputs = [from_dict(o) for o in redact_outputs(cell.outputs, visible_part(cell.source))]
+    def preprocess_cell(self, cell, resources, index):
+        from nbformat import from_dict
+
+        if cell.cell_type != "code":
+            return cell, resources
+        meta = cell.metadata.get("nbgrader", {})
+        outputs = cell.outputs
+        if meta.get("grade") and "BEGIN HIDDEN TESTS" in cell.source:
+            outputs = redact_outputs(outputs, visible_part(cell.source))
+        cell.outputs = [from_dict(o) for o in scrub(outputs, getattr(self, "_secret", set()))]
         return cell, resources

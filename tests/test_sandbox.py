@@ -25,6 +25,7 @@ SOLUTIONS = {"ex1": "ex1_nbytes", "ex2": "ex2_device", "ex3": "ex3_training", "e
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=12,
                 notebook_seconds=150)
 
+pytestmark = pytest.mark.timeout(1200)  # the module's fixture grades 19 submissions in one run
 needs_bwrap = pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())
 
 WRONG_BUT_DEFINED = {
@@ -120,6 +121,11 @@ def _submissions(reference, blank, course_root):
         nb.cells.insert(2, nbformat.v4.new_code_cell(attack))
         subs[name] = nb
     subs["wrong_plain"] = ref_with(**WRONG_BUT_DEFINED)
+    spy = copy.deepcopy(reference)  # records the code of every cell it sees, prints it at the end
+    spy.cells.insert(2, nbformat.v4.new_code_cell(
+        "seen = []\nget_ipython().input_transformers_cleanup.append(lambda lines: (seen.extend(lines), lines)[1])\n"))
+    spy.cells.append(nbformat.v4.new_code_cell("print(''.join(seen))\n"))
+    subs["leaks_hidden"] = spy
     return subs
 
 
@@ -180,6 +186,7 @@ EXPECTED = {  # student: (exercises that must score nothing, words the reason mu
     "fake_checks": (ALL, ""),
     "fake_replies": (ALL, "integrity check failed"),
     "wrong_plain": (ALL, "graded normally"),
+    "leaks_hidden": ((), "graded normally"),
 }
 # lesson 00's timer tests measure sleeps: on a machine loaded by other tests they can fail for
 # an honest submission, so a lost point there is accepted when the check says it was the timing
@@ -235,7 +242,7 @@ def test_gradebook_course_files_and_csv_are_intact(graded):
 def test_feedback_never_shows_hidden_tests(graded):
     course = graded["course"]
     hidden = ["np.int8", "(2, 0, 7)", "OneOutlier", "60000", "is available"]
-    for student in ("reference", "blank", "wrong_plain", "edits_tests"):
+    for student in ("reference", "blank", "wrong_plain", "edits_tests", "leaks_hidden"):
         html = (course.root / "feedback" / student / LESSON / "exercises.html").read_text()
         assert "BEGIN HIDDEN TESTS" not in html
         for text in hidden:
@@ -352,3 +359,11 @@ def test_a_solution_cell_turned_into_markdown_goes_back_to_the_blank_stub():
     cell = _cell(restored, "ex1_nbytes")
     assert cell.cell_type == "code" and "NotImplementedError" in cell.source and "BEGIN SOLUTION" not in cell.source
     assert "ex1_nbytes (edited)" in notes[0]
+
+
+def test_feedback_scrubs_hidden_test_lines_printed_by_other_cells():
+    source = "check_equal('a', f(1), 2)\n### BEGIN HIDDEN TESTS\ncheck_equal('secret', f(7), 49)\n### END HIDDEN TESTS\n"
+    secret = feedback.hidden_lines([source])
+    assert secret == {"check_equal('secret', f(7), 49)", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"}
+    printed = [{"output_type": "stream", "name": "stdout", "text": "log: check_equal('secret', f(7), 49)\nfine\n"}]
+    assert feedback.scrub(printed, secret)[0]["text"] == "[a line quoting a hidden test was removed]\nfine\n"

@@ -64,8 +64,9 @@ def evaluate_all_ranks(model: nn.Module, test: TensorDataset, device, batch_size
     """Every rank scores its own share of ``test``; ``all_gather`` brings every rank's
     ``[correct, seen]`` to every rank. Returns ``(accuracy, per_rank_counts)``.
 
-    The shares come from a ``DistributedSampler`` without shuffling; it pads the test set
-    with repeats so every rank gets the same count, so we count only the real examples.
+    Rank ``r`` takes examples ``r, r + world, ...`` (the order of a ``DistributedSampler``
+    without shuffling) but, unlike the sampler, does not pad with repeats, so every test
+    example is counted exactly once.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     indices = list(range(rank, len(test), world))

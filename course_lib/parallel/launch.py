@@ -226,7 +226,8 @@ def _main(folder: str) -> None:
 def init_process_group(backend: str | None = None, timeout: float = 30.0):
     """Join the process group described by the environment (as ``torchrun`` sets it).
 
-    ``backend`` defaults to NCCL when this process has a CUDA GPU, gloo otherwise.
+    ``backend`` defaults to NCCL when this machine has a CUDA GPU for every local process
+    (``LOCAL_WORLD_SIZE``), gloo on the CPU otherwise: NCCL refuses two ranks on one GPU.
     ``timeout`` (seconds) bounds every collective, so a missing peer becomes an error.
     Returns ``(rank, world_size, device)``.
     """
@@ -236,7 +237,9 @@ def init_process_group(backend: str | None = None, timeout: float = 30.0):
     import torch.distributed as dist
 
     if backend is None:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+        enough = torch.cuda.is_available() and torch.cuda.device_count() >= local
+        backend = "nccl" if enough else "gloo"
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     rank, world = dist.get_rank(), dist.get_world_size()

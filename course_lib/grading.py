@@ -550,6 +550,9 @@ def _ensure_assignment(course: CourseDir, lesson: str) -> None:
     from nbgrader.api import Gradebook, MissingEntry
 
     released = course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"
+    if not (course.root / "gradebook.db").exists():  # nbgrader (a subprocess) creates it
+        release(course, lesson)
+        return
     try:
         with Gradebook(course.db_url) as gb:
             gb.find_assignment(lesson)

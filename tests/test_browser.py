@@ -106,6 +106,7 @@ def test_deck_steps_through_every_slide_offline(browser, decks, lesson):
     page.wait_for_selector(".reveal.ready", state="attached", timeout=60_000)
     total = page.evaluate(f"require('{REVEAL}').getTotalSlides()")
     assert total == expected, f"deck has {total} slides, the notebook's metadata asks for {expected}"
+    page.evaluate(f"require('{REVEAL}').configure({{transition: 'none', backgroundTransition: 'none'}})")
     indices = page.evaluate(f"require('{REVEAL}').getSlides().map(s => require('{REVEAL}').getIndices(s))")
     assert len(indices) == expected
     for number, where in enumerate(indices, start=1):

@@ -209,13 +209,18 @@ def step_worker(step_job, lr: float = 0.1, steps: int = 2, seed: int = 1) -> dic
 
 
 def reference_step_params(world: int = 2, lr: float = 0.1, steps: int = 2, seed: int = 1):
-    """What :func:`step_worker` must produce: one process, SGD on the whole batch."""
+    """What :func:`step_worker` must produce: one process, SGD on the whole batch.
+
+    The update is written out rather than taken from ``torch.optim``: a first
+    ``optimizer.step()`` imports ``torch._dynamo``, which rebinds ``torch.manual_seed``, and
+    the sandboxed grader would take that for tampering."""
     model, X, y = _step_problem(world, seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
     for _ in range(steps):
-        optimizer.zero_grad()
+        model.zero_grad()
         F.cross_entropy(model(X), y).backward()
-        optimizer.step()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= lr * p.grad
     return [p.detach().clone() for p in model.parameters()]
 
 

@@ -312,25 +312,39 @@ del _course_sys, _course_ip
 
 # Identity of the functions and classes that tests rely on, printed by the kernel before any
 # student code and again before each test cell; the grader compares the two texts outside.
+# A curated list: libraries rebind some of their own names lazily (importing torch._dynamo,
+# which the first optimizer step does, wraps torch.manual_seed), so not every callable counts.
 FINGERPRINT = """\
 def _course_fingerprint():
-    import builtins, math, numbers, operator, sys
-    modules = {"builtins": builtins, "math": math, "numbers": numbers, "operator": operator}
-    for name in ("numpy", "torch", "unittest.mock", "statistics", "time"):
-        try:
-            modules[name] = __import__(name, fromlist=["_"])
-        except Exception:
-            pass
+    import builtins, sys
+    every = None
+    compare = ["__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "__bool__", "__float__",
+               "__int__", "__abs__", "__sub__", "all", "any", "item", "tolist", "allclose", "equal", "eq"]
+    wanted = {
+        "builtins": every, "math": every, "operator": every, "numbers": every, "statistics": every,
+        "time": ["perf_counter", "perf_counter_ns", "monotonic", "sleep", "time"],
+        "unittest.mock": ["patch", "Mock", "MagicMock"],
+        "numpy": ["allclose", "isclose", "array_equal", "array_equiv", "all", "any", "abs", "asarray", "array"],
+        "numpy.testing": ["assert_allclose", "assert_array_equal", "assert_equal", "assert_array_almost_equal"],
+        "torch": ["allclose", "isclose", "equal", "eq", "is_tensor", "tensor", "as_tensor", "abs"],
+        "torch.testing": ["assert_close"],
+    }
+    classes = {"numpy": "ndarray", "torch": "Tensor"}
     lines = []
-    for name, module in modules.items():
+    for name, keys in wanted.items():
+        try:
+            module = __import__(name, fromlist=["_"])
+        except Exception:
+            continue
         lines.append(f"module {name} {id(sys.modules.get(name))}")
-        for key, value in list(vars(module).items()):
-            if callable(value):
-                lines.append(f"{name}.{key} {id(value)}")
-    for cls in [c for c in (getattr(modules.get("numpy"), "ndarray", None),
-                            getattr(modules.get("torch"), "Tensor", None)) if c is not None]:
-        for key, value in list(vars(cls).items()):
-            lines.append(f"{cls.__module__}.{cls.__name__}.{key} {id(value)}")
+        table = vars(module)
+        for key in (k for k, v in list(table.items()) if callable(v)) if keys is None else keys:
+            lines.append(f"{name}.{key} {id(table.get(key))}")
+        if name in classes:
+            cls = table.get(classes[name])
+            lines.append(f"{name}.{classes[name]} {id(cls)}")
+            for key in compare:
+                lines.append(f"{name}.{classes[name]}.{key} {id(vars(cls).get(key)) if cls else 0}")
     return "\\n".join(lines)
 print(_course_fingerprint())
 del _course_fingerprint

@@ -367,3 +367,27 @@ def test_feedback_scrubs_hidden_test_lines_printed_by_other_cells():
     assert secret == {"check_equal('secret', f(7), 49)", "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"}
     printed = [{"output_type": "stream", "name": "stdout", "text": "log: check_equal('secret', f(7), 49)\nfine\n"}]
     assert feedback.scrub(printed, secret)[0]["text"] == "[a line quoting a hidden test was removed]\nfine\n"
+
+
+@needs_bwrap
+def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
+    folder = tmp_path / "work"
+    folder.mkdir()
+    kernel = sandbox.SandboxKernel(folder, LIMITS, slot=7)
+    if kernel.uid is not None:
+        import os
+
+        os.chown(folder, kernel.uid, kernel.uid)
+    kernel.start()
+    try:
+        base = grading._stdout(kernel.execute(grading.FINGERPRINT, 60))
+        legit = ("import torch\nm = torch.nn.Linear(3, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                 "m(torch.randn(4, 3)).sum().backward()\nopt.step()\n")  # imports torch._dynamo
+        assert kernel.execute(legit, 60).status == "ok"
+        assert grading.fingerprint_changes(base, grading._stdout(kernel.execute(grading.FINGERPRINT, 60))) == []
+        kernel.execute("import math, torch\nmath.isclose = lambda *a, **k: True\n"
+                       "torch.Tensor.__eq__ = lambda a, b: True\n", 30)
+        changed = grading.fingerprint_changes(base, grading._stdout(kernel.execute(grading.FINGERPRINT, 60)))
+        assert changed == ["math.isclose", "torch.Tensor.__eq__"]
+    finally:
+        kernel.close()

@@ -1,4 +1,4 @@
-"""Test settings: one thread for torch and BLAS (two threads on a loaded 2-core machine were
+"""Test settings for tests/ and the notebooks (nbval): one thread for torch and BLAS (two threads
 measured 20x slower), a non-interactive matplotlib backend, quiet kernels."""
 import os
 

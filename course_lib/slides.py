@@ -34,6 +34,9 @@ VENDOR_FILES = [
 ]
 
 REMOTE_REF = re.compile(r"""<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*["'](?:https?:)?//""", re.I)
+REMOTE_CSS = re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//""", re.I)
+# reveal.js's 'white' theme loads its fonts from beside it; several others @import Google Fonts
+THEME = "white"
 
 
 class SlidesUnavailable(RuntimeError):
@@ -63,8 +66,10 @@ def vendor_into(out_dir: Path) -> Path:
 
 
 def remote_references(html: str) -> list[str]:
-    """Tags in ``html`` that would load something over the network."""
-    return [m.group(0) for m in REMOTE_REF.finditer(html)]
+    """Tags (and CSS ``@import`` rules) in ``html`` or a style sheet that would load
+    something over the network."""
+    return [m.group(0) for m in REMOTE_REF.finditer(html)] + \
+        [m.group(0) for m in REMOTE_CSS.finditer(html)]
 
 
 def build_deck(notebook, out_dir: Path, name: str) -> Path:
@@ -86,6 +91,7 @@ def build_deck(notebook, out_dir: Path, name: str) -> Path:
     cfg.SlidesExporter.extra_template_basedirs = [str(SLIDES_DIR / "templates")]
     cfg.SlidesExporter.template_name = "course_reveal"
     cfg.SlidesExporter.reveal_url_prefix = f"{VENDOR}/reveal.js"
+    cfg.SlidesExporter.reveal_theme = THEME
     cfg.SlidesExporter.reveal_scroll = True
     cfg.SlidesExporter.reveal_number = "c/t"
     cfg.SlidesExporter.require_js_url = f"{VENDOR}/require.js"
@@ -95,7 +101,8 @@ def build_deck(notebook, out_dir: Path, name: str) -> Path:
     cfg.SlidesExporter.exclude_input_prompt = True
     cfg.SlidesExporter.exclude_output_prompt = True
     html, _ = SlidesExporter(config=cfg).from_notebook_node(notebook)
-    remote = remote_references(html)
+    theme_css = (out_dir / VENDOR / "reveal.js" / "dist" / "theme" / f"{THEME}.css").read_text()
+    remote = remote_references(html) + remote_references(theme_css)
     if remote:
         raise RuntimeError(f"deck {name} would load from the network: {remote[:3]}")
     path = out_dir / f"{name}.slides.html"

@@ -22,6 +22,7 @@ def test_decks_reference_only_local_files(decks):
         assert slides.remote_references(html) == [], name
         assert "_vendor/reveal.js/dist/reveal.js" in html
         assert "_vendor/mathjax/MathJax.js" in html
+        assert "dist/theme/white.css" in html
     for rel in ("reveal.js/dist/reveal.js", "require.js", "jquery.min.js", "mathjax/MathJax.js",
                 "course.css", "html-manager/embed-amd.js"):
         assert (out / "_vendor" / rel).exists(), rel
@@ -31,6 +32,8 @@ def test_remote_reference_detector():
     assert slides.remote_references('<script src="https://cdn.x/y.js"></script>')
     assert slides.remote_references("<link href='//cdn.x/y.css'>")
     assert not slides.remote_references('<script src="_vendor/y.js"></script>')
+    assert slides.remote_references("@import url(https://fonts.googleapis.com/css?family=Lato);")
+    assert not slides.remote_references("@import url(./fonts/source-sans-pro/source-sans-pro.css);")
 
 
 def test_count_slides():

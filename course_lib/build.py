@@ -144,10 +144,10 @@ def ok(row: dict) -> bool:
 
 def table(rows: list[dict]) -> str:
     """The build summary as a fixed-width text table."""
-    lines = [f"{'lesson':32} {'run':4} {'secs':>6} {'ref':>6} {'blank':>6} {'max':>6}  status"]
+    lines = [f"{'lesson':38} {'run':4} {'secs':>6} {'ref':>6} {'blank':>6} {'max':>6}  status"]
     for r in rows:
         status = "ok" if ok(r) else "; ".join(r["errors"]) or "scores wrong"
-        lines.append(f"{r['lesson']:32} {'yes' if r['executed'] else 'NO':4} {r['seconds']:6.1f} "
+        lines.append(f"{r['lesson']:38} {'yes' if r['executed'] else 'NO':4} {r['seconds']:6.1f} "
                      f"{r['reference_score']:6g} {r['blank_score']:6g} {r['max_score']:6g}  {status}")
     return "\n".join(lines)
 

@@ -135,14 +135,15 @@ def sandbox_argv(command: list[str], submission: Path, tmp: Path, conn_dir: Path
             argv += ["--symlink", os.readlink(target), str(target)]
         elif target.is_dir():
             argv += ["--ro-bind", str(target), str(target)]
-    made = set()
+    # the scratch /tmp first: the read-only folders below may lie under /tmp (a clone there)
+    argv += ["--bind", str(tmp), "/tmp"]
+    made = {Path("/tmp")}
     for path in _read_only_paths():
         for parent in reversed(path.parents):
             if str(parent) != "/" and parent not in made and not str(parent).startswith(("/usr", "/etc")):
                 argv += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         argv += ["--ro-bind", str(path), str(path)]
-    argv += ["--bind", str(tmp), "/tmp"]  # before the kernel's folder, which may lie under /tmp
     for parent in reversed(conn_dir.parents):
         if str(parent) != "/" and parent not in made:
             argv += ["--perms", "0755", "--dir", str(parent)]

@@ -148,7 +148,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from .sandbox import Limits, SandboxKernel, SandboxUnavailable, bubblewrap, why_no_sandbox
+from .sandbox import Limits, SandboxKernel, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
 
 STAGING = Path("build") / "sandboxed"     # executed notebooks that nbgrader scores
 CHECK_NAMES = ("CheckFailed", "check_close", "check_equal", "check_in", "check_true", "check_raises")
@@ -518,7 +518,7 @@ def grade_one(student: str, lesson: str, course: CourseDir, source_nb, release_n
         nb = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")
         nb, notes = restore_test_cells(nb, source_nb, release_nb)
         outcome.reasons += notes
-        uid = (61000 + slot) if (sandbox and os.geteuid() == 0) else None
+        uid = sandbox_uid(slot) if sandbox else None
         work = _copy_for_sandbox(folder, uid)
         try:
             outcome.reasons += execute_submission(nb, work, limits, slot=slot, sandbox=sandbox)

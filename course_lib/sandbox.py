@@ -33,7 +33,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 INSIDE_SUBMISSION = "/submission"
-SANDBOX_UID_BASE = 61000  # sandbox user ids when the grader runs as root: 61000 + slot
+SANDBOX_UID_BASE = 61000  # sandbox user ids when the grader runs as root (see sandbox_uid)
+
+
+def sandbox_uid(slot: int) -> int | None:
+    """The unprivileged user a sandbox runs as when the grader is root, else None.
+
+    Distinct per grading process and worker slot: the process limit (RLIMIT_NPROC) counts every
+    process of a user on the machine, so two graders running at once must not share users."""
+    if os.geteuid() != 0:
+        return None
+    return SANDBOX_UID_BASE + (os.getpid() % 4096) * 64 + slot % 64
 
 
 class SandboxUnavailable(RuntimeError):
@@ -183,7 +193,7 @@ class SandboxKernel:
         self.submission = Path(submission)
         self.limits = limits
         self.sandbox = sandbox
-        self.uid = SANDBOX_UID_BASE + slot if (sandbox and os.geteuid() == 0) else None
+        self.uid = sandbox_uid(slot) if sandbox else None
         self.work = Path(tempfile.mkdtemp(prefix="course-kernel-"))
         self.proc: subprocess.Popen | None = None
         self.client = None

@@ -12,6 +12,9 @@ import pytest  # noqa: E402
 
 
 def pytest_configure(config):
+    from course_lib.loopback import ensure_loopback
+
+    ensure_loopback()  # notebook kernels and gloo talk over 127.0.0.1 (down under `unshare -n`)
     try:
         import torch
 

@@ -178,6 +178,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command in ("build", "slides", "release", "grade", "bench", "lab"):
+        from .loopback import ensure_loopback
+
+        ensure_loopback()  # kernels talk over 127.0.0.1, which `unshare -n` leaves down
     if args.command in ("release", "grade"):
         os.chdir(REPO)  # nbgrader reads nbgrader_config.py from the working directory
     return args.func(args)

@@ -12,7 +12,7 @@ import pytest  # noqa: E402
 
 
 def pytest_configure(config):
-    from course_lib.loopback import ensure_loopback
+    from course_tools.loopback import ensure_loopback
 
     ensure_loopback()  # notebook kernels and gloo talk over 127.0.0.1 (down under `unshare -n`)
     try:

@@ -23,8 +23,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import slides
-from course_lib.grading import REPO, lesson_dirs
+from course_tools import slides
+from course_tools.paths import REPO, lesson_dirs
 
 LESSONS = lesson_dirs()
 SCREENSHOTS = REPO / "build" / "screenshots"

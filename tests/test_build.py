@@ -5,8 +5,8 @@ import shutil
 import nbformat
 import pytest
 
-from course_lib import build
-from course_lib.grading import NOTEBOOKS
+from course_tools import build
+from course_tools.paths import NOTEBOOKS
 
 
 @pytest.fixture(scope="module")

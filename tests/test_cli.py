@@ -4,11 +4,11 @@ import sys
 
 import pytest
 
-from course_lib import benchmarks, cli
+from course_tools import benchmarks, cli
 
 
 def run_course(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "course_lib.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "course_tools.cli", *args], capture_output=True,
                           text=True, timeout=timeout)
 
 

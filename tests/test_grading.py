@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from course_lib.grading import lesson_dirs, round_trip
+from course_tools.grading import round_trip
+from course_tools.paths import lesson_dirs
 
 
 @pytest.mark.parametrize("lesson", lesson_dirs(), ids=lambda p: p.name)

@@ -3,7 +3,7 @@ block), and the simulated access counts match counts made by hand."""
 import numpy as np
 import pytest
 
-from course_lib import kernels
+from course_lib import access_counts, kernels
 
 rng = np.random.default_rng(42)
 
@@ -101,7 +101,7 @@ def test_counts_are_deterministic_and_skip_idle_threads():
     assert counts.threads == 64                         # one 8 x 8 block
     assert counts.total("global_writes") == 15          # 5 x 3 outputs
     assert counts.max_per_thread("global_reads") == 6   # 2 d
-    assert counts.of_thread((0, 0), (7, 7)) == dict.fromkeys(kernels.ACCESS_KINDS, 0)
+    assert counts.of_thread((0, 0), (7, 7)) == dict.fromkeys(access_counts.ACCESS_KINDS, 0)
     with pytest.raises(KeyError):
         counts.total("texture_reads")
 
@@ -132,5 +132,5 @@ def test_warp_models():
 def test_summary_has_every_kind():
     _, counts = kernels.vector_add(np.ones(10), np.ones(10), count=True)
     summary = counts.summary()
-    assert set(summary) == set(kernels.ACCESS_KINDS)
+    assert set(summary) == set(access_counts.ACCESS_KINDS)
     assert summary["global_reads"] == {"max": 2, "mean": 20 / 128, "total": 20}

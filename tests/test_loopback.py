@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from course_lib import loopback
+from course_tools import loopback
 
 
 def test_loopback_works_here():
@@ -14,7 +14,7 @@ def test_loopback_works_here():
 
 @pytest.mark.skipif(not shutil.which("unshare"), reason="unshare not available")
 def test_brings_loopback_up_in_a_namespace_without_network():
-    probe = ("from course_lib import loopback; before = loopback.loopback_works(); "
+    probe = ("from course_tools import loopback; before = loopback.loopback_works(); "
              "print(before, loopback.ensure_loopback())")
     done = subprocess.run(["unshare", "-n", sys.executable, "-c", probe], capture_output=True,
                           text=True, timeout=60)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.grading import lesson_dirs
+from course_tools.paths import lesson_dirs
 
 LESSONS = lesson_dirs()
 NOTEBOOKS = [nb for lesson in LESSONS for nb in sorted(lesson.glob("*.ipynb"))]

@@ -5,6 +5,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from course_lib.checks.collectives import check_allreduce
 from course_lib.parallel import collectives as c
 
 SIZES = [0, 1, 2, 5, 7, 13, 64, 1001]  # includes sizes not divisible by 2, 3 or 4
@@ -105,12 +106,12 @@ def student_send_recv(tensor):
 
 
 def test_check_allreduce_of_a_shipped_function():
-    assert c.check_allreduce(student_send_recv, world_size=2, sizes=(1, 5)) < 1e-12
-    assert c.check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5)) > 0.0
-    assert c.check_allreduce(student_ring, world_size=2, sizes=(1,), point_to_point_only=False) == 0
+    assert check_allreduce(student_send_recv, world_size=2, sizes=(1, 5)) < 1e-12
+    assert check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5)) > 0.0
+    assert check_allreduce(student_ring, world_size=2, sizes=(1,), point_to_point_only=False) == 0
     from course_lib.parallel.launch import WorkerFailed
     with pytest.raises(WorkerFailed, match="dist.all_reduce is not allowed"):
-        c.check_allreduce(student_ring, world_size=2, sizes=(1,))
+        check_allreduce(student_ring, world_size=2, sizes=(1,))
 
 
 def test_check_and_measure_in_one_launch():

@@ -3,6 +3,7 @@ command, and the rpc parameter server (sync: no staleness, async: more updates).
 import torch
 import torch.nn.functional as F
 
+from course_lib.checks.ddp import check_step
 from course_lib.parallel import ddp, ps
 
 
@@ -31,9 +32,9 @@ def test_ddp_training_keeps_ranks_identical_and_gathers_accuracy():
 
 
 def test_check_step_accepts_a_correct_step_and_rejects_a_wrong_one():
-    good = ddp.check_step(correct_step)
+    good = check_step(correct_step)
     assert good["max_error"] < 1e-6 and good["rank_difference"] == 0.0
-    bad = ddp.check_step(step_without_zero_grad)
+    bad = check_step(step_without_zero_grad)
     assert bad["max_error"] > 1e-4
 
 

@@ -14,9 +14,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import feedback, grading, sandbox
-from course_lib.grading import CourseDir, NOTEBOOKS, grade_lesson, release
-from course_lib.sandbox import Limits
+from course_tools import paths
+from course_tools.grading import execute, feedback, integrity, sandbox, submission
+from course_tools.grading import CourseDir, grade_lesson, release
+from course_tools.paths import NOTEBOOKS
+from course_tools.grading.sandbox import Limits
 
 LESSON = "00_setup"
 FULL = 10.0
@@ -93,7 +95,7 @@ def _submissions(reference, blank, course_root):
     subs["socket"] = ref_with(ex1_nbytes="import socket\nsocket.create_connection(('93.184.216.34', 80), timeout=3)\n"
                               + _cell(reference, "ex1_nbytes").source)
     nb = copy.deepcopy(reference)
-    _insert_after(nb, "ex4_hidden", f"open({str(grading.REPO / 'course_lib' / 'checks.py')!r}, 'a').write('# pwned')\n")
+    _insert_after(nb, "ex4_hidden", f"open({str(paths.LIBRARY / 'checks' / 'core.py')!r}, 'a').write('# pwned')\n")
     subs["writes_outside"] = nb
     thief = copy.deepcopy(blank)
     _insert_after(thief, "ex1_nbytes",
@@ -160,7 +162,7 @@ def graded(tmp_path_factory):
         (incoming / student / "exercises.ipynb").write_text(text)
     (incoming / "missing").mkdir()
     (incoming / "missing" / "notes.txt").write_text("forgot the notebook")
-    before = {"gradebook_cells": _gradebook_cells(course), "checks": _digest(grading.REPO / "course_lib" / "checks.py"),
+    before = {"gradebook_cells": _gradebook_cells(course), "checks": _digest(paths.LIBRARY / "checks" / "core.py"),
               "source": _digest(source / LESSON / "exercises.ipynb")}
     outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,
                             limits=LIMITS, progress=False)
@@ -231,7 +233,7 @@ def test_reasons_name_the_tampered_cells(graded):
 def test_gradebook_course_files_and_csv_are_intact(graded):
     course, before = graded["course"], graded["before"]
     assert _gradebook_cells(course) == before["gradebook_cells"]
-    assert _digest(grading.REPO / "course_lib" / "checks.py") == before["checks"]
+    assert _digest(paths.LIBRARY / "checks" / "core.py") == before["checks"]
     assert _digest(course.source / LESSON / "exercises.ipynb") == before["source"]
     rows = (course.root / "build" / f"grades_{LESSON}.csv").read_text().splitlines()
     assert rows[0] == "student,score,max_score,seconds,reason"
@@ -256,7 +258,7 @@ def test_restore_test_cells_puts_back_edited_and_deleted_cells():
     student.cells.remove(_cell(student, "ex4_hidden"))
     student.cells.insert(1, nbformat.v4.new_code_cell("x = 1", metadata={"nbgrader": {
         "grade": True, "grade_id": "invented", "points": 100, "solution": False}}))
-    restored, notes = grading.restore_test_cells(student, source, source)
+    restored, notes = submission.restore_test_cells(student, source, source)
     ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in restored.cells]
     assert ids.count("ex4_hidden") == 1 and ids.index("ex4_hidden") == ids.index("ex4_visible") + 1
     assert _cell(restored, "ex2_visible").source == _cell(source, "ex2_visible").source
@@ -265,24 +267,24 @@ def test_restore_test_cells_puts_back_edited_and_deleted_cells():
 
 
 def test_read_submission_reasons(tmp_path):
-    with pytest.raises(grading.SubmissionProblem, match="missing file"):
-        grading.read_submission(tmp_path / "exercises.ipynb")
+    with pytest.raises(submission.SubmissionProblem, match="missing file"):
+        submission.read_submission(tmp_path / "exercises.ipynb")
     (tmp_path / "a.ipynb").write_text("{oops")
-    with pytest.raises(grading.SubmissionProblem, match="not valid JSON"):
-        grading.read_submission(tmp_path / "a.ipynb")
+    with pytest.raises(submission.SubmissionProblem, match="not valid JSON"):
+        submission.read_submission(tmp_path / "a.ipynb")
     (tmp_path / "b.ipynb").write_text(json.dumps({"hello": 1}))
-    with pytest.raises(grading.SubmissionProblem, match="no list of cells"):
-        grading.read_submission(tmp_path / "b.ipynb")
+    with pytest.raises(submission.SubmissionProblem, match="no list of cells"):
+        submission.read_submission(tmp_path / "b.ipynb")
 
 
 def test_guarded_test_defines_the_checks_inside_the_cell():
-    code = grading.guarded_test("check_equal('x', 1, 2)", "abc", canary=False)
+    code = integrity.guarded_test("check_equal('x', 1, 2)", "abc", canary=False)
     namespace = {"check_equal": lambda *a, **k: None}
     with pytest.raises(AssertionError, match="x: expected 2, got 1"):
         exec(code, namespace)  # noqa: S102 - the grader's own code
-    exec(grading.guarded_test("check_equal('x', 1, 1)", "abc", canary=False), {})  # noqa: S102
+    exec(integrity.guarded_test("check_equal('x', 1, 1)", "abc", canary=False), {})  # noqa: S102
     with pytest.raises(AssertionError):  # the canary fails even when the test passes
-        exec(grading.guarded_test("check_equal('x', 1, 1)", "abc", canary=True), {})  # noqa: S102
+        exec(integrity.guarded_test("check_equal('x', 1, 1)", "abc", canary=True), {})  # noqa: S102
 
 
 def test_sandbox_command_cuts_the_network_and_binds_only_what_it_needs(tmp_path):
@@ -291,7 +293,7 @@ def test_sandbox_command_cuts_the_network_and_binds_only_what_it_needs(tmp_path)
     argv = sandbox.sandbox_argv(["python"], tmp_path / "sub", tmp_path / "tmp", tmp_path / "conn", uid=61000)
     assert "--unshare-net" in argv and "--unshare-pid" in argv and "--die-with-parent" in argv
     bound = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
-    assert str(grading.REPO / "notebooks") not in bound and str(grading.REPO) not in bound
+    assert str(paths.REPO / "notebooks") not in bound and str(paths.REPO) not in bound
     writable = [argv[i + 1] for i, a in enumerate(argv) if a == "--bind"]
     assert writable == [str(tmp_path / "tmp"), str(tmp_path / "conn"), str(tmp_path / "sub")]
     limits = sandbox.rlimit_values(Limits(memory_bytes=2**30, processes=64))
@@ -311,7 +313,7 @@ def test_feedback_redaction_hides_hidden_check_messages():
 
 
 def test_grading_refuses_without_a_sandbox_unless_told(monkeypatch, capsys):
-    from course_lib import cli
+    from course_tools import cli
 
     monkeypatch.setattr(sandbox, "bubblewrap", lambda: None)
     assert cli.main(["grade", "00"]) == 2
@@ -355,7 +357,7 @@ def test_a_solution_cell_turned_into_markdown_goes_back_to_the_blank_stub():
     idx = student.cells.index(_cell(student, "ex1_nbytes"))
     md = nbformat.v4.new_markdown_cell("no code", metadata=copy.deepcopy(student.cells[idx].metadata))
     student.cells[idx] = md
-    restored, notes = grading.restore_test_cells(student, source, release_nb)
+    restored, notes = submission.restore_test_cells(student, source, release_nb)
     cell = _cell(restored, "ex1_nbytes")
     assert cell.cell_type == "code" and "NotImplementedError" in cell.source and "BEGIN SOLUTION" not in cell.source
     assert "ex1_nbytes (edited)" in notes[0]
@@ -380,14 +382,14 @@ def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
         os.chown(folder, kernel.uid, kernel.uid)
     kernel.start()
     try:
-        base = grading._stdout(kernel.execute(grading.FINGERPRINT, 60))
+        base = execute._stdout(kernel.execute(integrity.FINGERPRINT, 60))
         legit = ("import torch\nm = torch.nn.Linear(3, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
                  "m(torch.randn(4, 3)).sum().backward()\nopt.step()\n")  # imports torch._dynamo
         assert kernel.execute(legit, 60).status == "ok"
-        assert grading.fingerprint_changes(base, grading._stdout(kernel.execute(grading.FINGERPRINT, 60))) == []
+        assert integrity.fingerprint_changes(base, execute._stdout(kernel.execute(integrity.FINGERPRINT, 60))) == []
         kernel.execute("import math, torch\nmath.isclose = lambda *a, **k: True\n"
                        "torch.Tensor.__eq__ = lambda a, b: True\n", 30)
-        changed = grading.fingerprint_changes(base, grading._stdout(kernel.execute(grading.FINGERPRINT, 60)))
+        changed = integrity.fingerprint_changes(base, execute._stdout(kernel.execute(integrity.FINGERPRINT, 60)))
         assert changed == ["math.isclose", "torch.Tensor.__eq__"]
     finally:
         kernel.close()

@@ -2,8 +2,8 @@
 
 import pytest
 
-from course_lib import slides
-from course_lib.grading import lesson_dirs
+from course_tools import slides
+from course_tools.paths import lesson_dirs
 
 LESSONS = lesson_dirs()
 

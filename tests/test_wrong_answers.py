@@ -19,8 +19,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib.grading import is_test_cell, lesson_dirs
-from course_lib.sandbox import Limits, SandboxKernel
+from course_tools.grading.submission import is_test_cell
+from course_tools.paths import lesson_dirs
+from course_tools.grading.sandbox import Limits, SandboxKernel
 
 FIXTURES = Path(__file__).parent / "wrong_answers"
 LESSONS = lesson_dirs()

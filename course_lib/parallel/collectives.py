@@ -211,41 +211,6 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
     return table
 
 
-def student_worker(job, sizes: list[int], seed: int = 0, point_to_point_only: bool = True) -> float:
-    """Worker: run a shipped allreduce function (see :func:`launch.job_for`) on tensors of
-    the given sizes and return its worst difference from ``dist.all_reduce``. With
-    ``point_to_point_only`` the function's ``dist`` refuses the built-in collectives."""
-    from .launch import _resolve, init_process_group
-
-    rank, _, _ = init_process_group("gloo", timeout=20)
-    fn = _resolve(job, point_to_point_only)
-    worst = 0.0
-    for size in sizes:
-        gen = torch.Generator().manual_seed(seed + 1000 * rank + size)
-        x = torch.randn(size, generator=gen, dtype=torch.float64)
-        expected = x.clone()
-        dist.all_reduce(expected)
-        got = fn(x)
-        got = x if got is None else got
-        if got.shape != expected.shape:
-            worst = float("inf")
-        elif size:
-            worst = max(worst, float((got - expected).abs().max()))
-    dist.destroy_process_group()
-    return worst
-
-
-def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: float = 60.0,
-                    point_to_point_only: bool = True) -> float:
-    """Run ``fn(tensor)`` (a function from a notebook, shipped as source) on ``world_size``
-    gloo processes; return the worst difference from ``dist.all_reduce`` over all ranks and
-    sizes. With ``point_to_point_only`` the function may use only send/recv."""
-    from .launch import job_for, launch
-
-    return max(launch(student_worker, world_size, job_for(fn), list(sizes),
-                      point_to_point_only=point_to_point_only, timeout=timeout))
-
-
 def check_and_time_worker(check_sizes: list[int], numels: list[int], names: list[str],
                           repeat: int = 5) -> dict:
     """Worker: :func:`check_worker` then :func:`timing_worker` in the same processes."""

@@ -10,8 +10,7 @@ or by ``torchrun``, gradients averaged by DDP while the backward pass is still r
   (:func:`torchrun_command` writes the command line, one or several machines).
 - :func:`bucket_worker` records the gradient buckets DDP sends, in the order they become
   ready during ``backward``: the overlap of communication with computation.
-- :func:`check_step` runs a student's DDP training step on 2 gloo processes and compares
-  the result with one process doing the same step on the whole batch.
+- the check of lesson 10's graded DDP step lives in :mod:`course_lib.checks.ddp`.
 """
 from __future__ import annotations
 
@@ -31,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from .launch import WorkerTimeout, init_process_group, job_for, launch
+from .launch import WorkerTimeout, init_process_group, launch
 
 
 def make_model(name: str = "lenet", seed: int = 0) -> nn.Module:
@@ -178,64 +177,6 @@ def buckets(bucket_cap_mb: float = 25.0, model_name: str = "resnet18", k: int = 
     """Rank 0's record from :func:`bucket_worker` on ``k`` processes."""
     return launch(bucket_worker, k, model_name=model_name, bucket_cap_mb=bucket_cap_mb,
                   timeout=timeout)[0]
-
-
-# ------------------------------------------------------------ a student's step
-
-
-def _step_problem(world: int, seed: int = 1):
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
-    X = torch.randn(8 * world, 6)
-    y = torch.randint(0, 3, (8 * world,))
-    return model, X, y
-
-
-def step_worker(step_job, lr: float = 0.1, steps: int = 2, seed: int = 1) -> dict:
-    """Run the shipped student function ``step(ddp_model, X, y, optimizer) -> loss`` on this
-    rank's half of a fixed batch; return the parameters after ``steps`` steps and the losses."""
-    from .launch import _resolve
-
-    rank, world, _ = init_process_group("gloo", timeout=20)
-    step = _resolve(step_job)
-    model, X, y = _step_problem(world, seed)
-    ddp_model = DDP(model)
-    optimizer = torch.optim.SGD(ddp_model.parameters(), lr=lr)
-    mine = slice(rank * len(X) // world, (rank + 1) * len(X) // world)
-    losses = [float(step(ddp_model, X[mine], y[mine], optimizer)) for _ in range(steps)]
-    params = [p.detach().clone() for p in model.parameters()]
-    dist.destroy_process_group()
-    return {"params": params, "losses": losses}
-
-
-def reference_step_params(world: int = 2, lr: float = 0.1, steps: int = 2, seed: int = 1):
-    """What :func:`step_worker` must produce: one process, SGD on the whole batch.
-
-    The update is written out rather than taken from ``torch.optim``: a first
-    ``optimizer.step()`` imports ``torch._dynamo``, which rebinds ``torch.manual_seed``, and
-    the sandboxed grader would take that for tampering."""
-    model, X, y = _step_problem(world, seed)
-    for _ in range(steps):
-        model.zero_grad()
-        F.cross_entropy(model(X), y).backward()
-        with torch.no_grad():
-            for p in model.parameters():
-                p -= lr * p.grad
-    return [p.detach().clone() for p in model.parameters()]
-
-
-def check_step(step, world: int = 2, timeout: float = 60.0) -> dict:
-    """Run ``step`` (a function, possibly defined in a notebook) in ``world`` gloo processes.
-
-    Returns ``{"max_error": largest difference to the one-process reference,
-    "rank_difference": largest difference between ranks, "losses": per rank}``.
-    """
-    results = launch(step_worker, world, job_for(step), timeout=timeout)
-    expected = reference_step_params(world)
-    error = max(float((a - b).abs().max()) for r in results for a, b in zip(r["params"], expected))
-    spread = max(float((a - b).abs().max()) for r in results[1:]
-                 for a, b in zip(r["params"], results[0]["params"]))
-    return {"max_error": error, "rank_difference": spread, "losses": [r["losses"] for r in results]}
 
 
 # ----------------------------------------------------------------- torchrun

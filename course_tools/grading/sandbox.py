@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from ..paths import DATA, LIBRARY
+
 INSIDE_SUBMISSION = "/submission"
 SANDBOX_UID_BASE = 61000  # sandbox user ids when the grader runs as root (see sandbox_uid)
 
@@ -126,7 +127,7 @@ def why_no_sandbox() -> str:
 def _read_only_paths() -> list[Path]:
     """Folders the kernel needs read-only: Python, the venv, course code and data."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
-             REPO / "course_lib", REPO / "data"}
+             LIBRARY, DATA}
     exe = Path(sys.executable)
     paths.add(exe.resolve().parent.parent)
     return sorted(p for p in paths if p.exists())

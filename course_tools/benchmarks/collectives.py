@@ -4,8 +4,8 @@ from __future__ import annotations
 
 
 def run() -> dict:
-    from ..hardware import device_label
-    from ..parallel import collectives as c
+    from course_lib.hardware import device_label
+    from course_lib.parallel import collectives as c
 
     numel = 10_000_000
     four = c.measure_allreduce(4, [numel], names=("ring", "builtin"), repeat=9, timeout=300)

@@ -18,7 +18,8 @@ import time
 import traceback
 from pathlib import Path
 
-from .grading import lesson_dirs, round_trip
+from .grading import round_trip
+from .paths import lesson_dirs
 from .slides import build_deck
 
 LECTURE = "lecture.ipynb"

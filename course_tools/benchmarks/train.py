@@ -28,7 +28,7 @@ def _hand_written_epoch(model, loader, device) -> None:
 
 
 def _timed(fn, device) -> float:
-    from ..timing import synchronize
+    from course_lib.timing import synchronize
 
     synchronize(device)
     start = time.perf_counter()
@@ -38,12 +38,12 @@ def _timed(fn, device) -> float:
 
 
 def run(repeats: int = 7) -> dict:
-    from ..data import load_dataset, make_loader
-    from ..hardware import device_label
-    from ..models import LeNet
-    from ..profile import profile_ops
-    from ..timing import benchmark
-    from ..train import default_device, train
+    from course_lib.data import load_dataset, make_loader
+    from course_lib.hardware import device_label
+    from course_lib.models import LeNet
+    from course_lib.profile import profile_ops
+    from course_lib.timing import benchmark
+    from course_lib.train import default_device, train
 
     device = default_device()
     data = load_dataset("mnist", verbose=False)

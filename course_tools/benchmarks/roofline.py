@@ -3,8 +3,8 @@ from __future__ import annotations
 
 
 def run() -> dict:
-    from ..hardware import device_label
-    from ..roofline import measure_bandwidth, measure_peak_flops
+    from course_lib.hardware import device_label
+    from course_lib.roofline import measure_bandwidth, measure_peak_flops
 
     peak, peak_t = measure_peak_flops(2048)
     bw, bw_t = measure_bandwidth(256 * 2**20)

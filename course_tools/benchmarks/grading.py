@@ -17,7 +17,8 @@ LESSON = "00_setup"
 
 
 def _course(root: Path, students: int):
-    from ..grading import NOTEBOOKS, CourseDir, release
+    from ..grading import CourseDir, release
+    from ..paths import NOTEBOOKS
 
     source = root / "source"
     shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
@@ -48,7 +49,7 @@ def _seconds(students: int, workers: int, sandbox: bool) -> float:
 
 
 def run() -> dict:
-    from ..sandbox import bubblewrap
+    from ..grading import bubblewrap
 
     figures = {"cpu_cores": os.cpu_count()}
     _seconds(1, 1, sandbox=bool(bubblewrap()))  # warm-up: file caches, nbgrader's first start

@@ -9,9 +9,13 @@ are dropped.
 """
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 
 from nbgrader.preprocessors import NbGraderPreprocessor
+
+from .nbgrader_course import CourseDir, GradingError
 
 HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
 
@@ -97,3 +101,16 @@ class RedactHiddenTests(NbGraderPreprocessor):
             outputs = redact_outputs(outputs, visible_part(cell.source))
         cell.outputs = [from_dict(o) for o in scrub(outputs, getattr(self, "_secret", set()))]
         return cell, resources
+
+
+def generate_feedback(course: CourseDir, lesson: str) -> subprocess.CompletedProcess:
+    """nbgrader feedback (HTML) with hidden tests and their outputs removed."""
+    preprocessors = ["nbgrader.preprocessors.GetGrades", f"{RedactHiddenTests.__module__}.RedactHiddenTests",
+                     "nbgrader.preprocessors.ClearHiddenTests",
+                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
+    done = course.nbgrader("generate_feedback", lesson, "--force",
+                           f"--GenerateFeedback.preprocessors={json.dumps(preprocessors)}")
+    if done.returncode != 0:
+        raise GradingError(f"nbgrader generate_feedback {lesson} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return done
+

@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from .paths import BUILD, NOTEBOOKS, REPO
+
 
 
 def _gib(n: float) -> str:
@@ -16,7 +17,7 @@ def _gib(n: float) -> str:
 
 
 def cmd_doctor(args) -> int:
-    from .hardware import describe
+    from course_lib.hardware import describe
 
     info = describe()
     if args.json:
@@ -56,7 +57,7 @@ def cmd_build(args) -> int:
 
 def cmd_slides(args) -> int:
     from .build import execute_notebook
-    from .grading import lesson_dirs
+    from .paths import lesson_dirs
     from .slides import build_deck
 
     out = Path(args.out) / "slides"
@@ -74,11 +75,12 @@ def cmd_lab(args) -> int:
 def _root_course():
     from .grading import CourseDir
 
-    return CourseDir(REPO, REPO / "notebooks")
+    return CourseDir(REPO, NOTEBOOKS)
 
 
 def cmd_release(args) -> int:
-    from .grading import lesson_dirs, release
+    from .grading import release
+    from .paths import lesson_dirs
 
     for lesson in lesson_dirs(args.lessons):
         print(release(_root_course(), lesson.name))
@@ -89,8 +91,8 @@ def cmd_grade(args) -> int:
     """Sandboxed autograding of every submission of one lesson, then grades CSV and feedback.
     Exit 0 when every submission was processed (whatever it scored); 1 for a grader fault;
     2 when no sandbox is available and the grader did not accept running without one."""
-    from .grading import GradingError, grade_lesson, lesson_dirs
-    from .sandbox import Limits, SandboxUnavailable, bubblewrap, why_no_sandbox
+    from .grading import GradingError, Limits, SandboxUnavailable, bubblewrap, grade_lesson, why_no_sandbox
+    from .paths import lesson_dirs
 
     (lesson,) = lesson_dirs(args.lesson)
     sandbox = not args.no_sandbox_i_trust_this_code
@@ -114,7 +116,7 @@ def cmd_grade(args) -> int:
     for o in outcomes:
         got = "error" if o.score != o.score else f"{o.score:g}"
         print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
-    print(f"grades: {REPO / 'build' / f'grades_{lesson.name}.csv'}")
+    print(f"grades: {BUILD / f'grades_{lesson.name}.csv'}")
     if not args.no_feedback:
         print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
     return 1 if any(o.score != o.score for o in outcomes) else 0
@@ -145,14 +147,14 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_doctor)
     b = sub.add_parser("build", help="execute, slide, release and round-trip-grade lessons")
     b.add_argument("--lessons", help="comma-separated lesson numbers or folder names (default: all)")
-    b.add_argument("--out", default=str(REPO / "build"), help="output folder (default: build/)")
+    b.add_argument("--out", default=str(BUILD), help="output folder (default: build/)")
     b.set_defaults(func=cmd_build)
     lab = sub.add_parser("lab", help="JupyterLab on the course, RISE available")
     lab.add_argument("extra", nargs=argparse.REMAINDER, help="arguments passed to jupyter lab")
     lab.set_defaults(func=cmd_lab)
     s = sub.add_parser("slides", help="offline reveal.js decks of the lectures")
     s.add_argument("lessons", nargs="?", help="comma-separated lessons (default: all)")
-    s.add_argument("--out", default=str(REPO / "build"))
+    s.add_argument("--out", default=str(BUILD))
     s.add_argument("--no-execute", action="store_true", help="slides without outputs (faster)")
     s.set_defaults(func=cmd_slides)
     r = sub.add_parser("release", help="nbgrader student versions into release/")

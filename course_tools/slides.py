@@ -11,8 +11,8 @@ import re
 import shutil
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-SLIDES_DIR = REPO / "slides"
+from .paths import SLIDES_DIR
+
 NODE_MODULES = SLIDES_DIR / "node_modules"
 VENDOR = "_vendor"
 

@@ -8,9 +8,9 @@ def run() -> dict:
     import numpy as np
     import torch
 
-    from ..hardware import device_label
-    from ..precision import matmul_error, time_matmul_by_format
-    from ..systolic import simulate
+    from course_lib.hardware import device_label
+    from course_lib.precision import matmul_error, time_matmul_by_format
+    from course_lib.systolic import simulate
 
     rows = {r["format"]: r for r in time_matmul_by_format(512)}
     gen = torch.Generator().manual_seed(0)

@@ -6,9 +6,9 @@ from __future__ import annotations
 def run() -> dict:
     import torch
 
-    from ..async_queue import predicted_async_seconds, predicted_sync_seconds, run_tasks
-    from ..hardware import device_label
-    from ..schedule import matmul_chain, run_parallel
+    from course_lib.async_queue import predicted_async_seconds, predicted_sync_seconds, run_tasks
+    from course_lib.hardware import device_label
+    from course_lib.schedule import matmul_chain, run_parallel
 
     n, t1, t2, t3 = 40, 0.002, 0.005, 0.002
     sync = run_tasks(n, t1, t2, t3, mode="sync")

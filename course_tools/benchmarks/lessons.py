@@ -6,7 +6,7 @@ import time
 
 def run() -> dict:
     from ..build import execute_notebook
-    from ..grading import lesson_dirs
+    from ..paths import lesson_dirs
 
     figures = {}
     for lesson in lesson_dirs():

@@ -1,0 +1,125 @@
+"""Step 0 of grading: an nbgrader course directory and the nbgrader commands run on it.
+
+nbgrader runs as a subprocess on a course directory, either the real one (the repository
+root, as configured in ``nbgrader_config.py``) or a scratch one that ``course build`` uses
+for its round trip: release the blank, then autograde the reference solution and the blank
+and read their scores from the scratch gradebook. The real gradebook is never touched by a
+build.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from nbgrader.api import Gradebook, MissingEntry
+
+from ..paths import GRADED_NOTEBOOK
+
+class GradingError(RuntimeError):
+    """nbgrader itself failed (not a student's notebook)."""
+
+
+@dataclass
+class CourseDir:
+    """An nbgrader course directory: ``root`` holds source/, release/, submitted/, ..."""
+
+    root: Path
+    source: Path
+
+    @property
+    def db_url(self) -> str:
+        return f"sqlite:///{self.root / 'gradebook.db'}"
+
+    def nbgrader(self, *args: str, timeout: int = 300, cell_timeout: int = 120) -> subprocess.CompletedProcess:
+        """Run ``nbgrader ARGS`` on this course directory; return the finished process."""
+        cmd = [sys.executable, "-m", "nbgrader", *args,
+               f"--CourseDirectory.root={self.root}",
+               f"--CourseDirectory.source_directory={self.source.relative_to(self.root) if self.source.is_relative_to(self.root) else self.source}",
+               f"--CourseDirectory.notebook_id={GRADED_NOTEBOOK}",
+               f"--CourseDirectory.db_url={self.db_url}",
+               f"--Execute.timeout={cell_timeout}",
+               "--Execute.allow_errors=True"]
+        env = dict(os.environ)  # nbgrader calls `alembic`, which lives beside this Python
+        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        try:
+            return subprocess.run(cmd, cwd=self.root, capture_output=True, text=True,
+                                  timeout=timeout, env=env)
+        except subprocess.TimeoutExpired as exc:
+            raise GradingError(f"nbgrader {args[0]} took longer than {timeout} s") from exc
+
+
+
+def release(course: CourseDir, lesson: str) -> Path:
+    """Generate the student version of ``lesson`` (solutions and hidden tests removed)."""
+    done = course.nbgrader("generate_assignment", lesson, "--force")
+    if done.returncode != 0:
+        raise GradingError(f"nbgrader generate_assignment {lesson} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return course.root / "release" / lesson
+
+
+def autograde(course: CourseDir, lesson: str, student: str | None = None) -> subprocess.CompletedProcess:
+    """Autograde the submissions of ``lesson`` (all students, or one)."""
+    args = ["autograde", lesson, "--force"]
+    if student:
+        args.append(f"--student={student}")
+    return course.nbgrader(*args, timeout=900)
+
+
+def score(course: CourseDir, lesson: str, student: str) -> tuple[float, float]:
+    """(score, max_score) of one student's submission, from the course's gradebook."""
+    with Gradebook(course.db_url) as gb:
+        try:
+            sub = gb.find_submission(lesson, student)
+        except MissingEntry:
+            return 0.0, float(gb.find_assignment(lesson).max_score)
+        return float(sub.score), float(sub.max_score)
+
+
+def round_trip(lesson_dir: Path, workdir: Path) -> dict:
+    """Release ``lesson_dir`` in a scratch course, autograde its reference solution and its
+    blank release; return the scores and where the released and graded notebooks are."""
+    lesson = lesson_dir.name
+    if workdir.exists():
+        shutil.rmtree(workdir)
+    source = workdir / "source"
+    shutil.copytree(lesson_dir, source / lesson, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    course = CourseDir(workdir, source)
+    released = release(course, lesson)
+    for student, folder in (("reference", source / lesson), ("blank", released)):
+        target = workdir / "submitted" / student / lesson
+        target.mkdir(parents=True)
+        shutil.copy2(folder / f"{GRADED_NOTEBOOK}.ipynb", target)
+    done = autograde(course, lesson)
+    if done.returncode != 0 and "error" in done.stdout.lower() + done.stderr.lower() and not (
+            workdir / "autograded" / "reference").exists():
+        raise GradingError(f"nbgrader autograde {lesson} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    ref, max_score = score(course, lesson, "reference")
+    blank, _ = score(course, lesson, "blank")
+    return {
+        "max_score": max_score,
+        "reference_score": ref,
+        "blank_score": blank,
+        "release": released,
+        "graded_reference": workdir / "autograded" / "reference" / lesson / f"{GRADED_NOTEBOOK}.ipynb",
+        "log": done.stdout[-4000:] + done.stderr[-4000:],
+    }
+
+
+def ensure_assignment(course: CourseDir, lesson: str) -> None:
+    released = course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"
+    if not (course.root / "gradebook.db").exists():  # nbgrader (a subprocess) creates it
+        release(course, lesson)
+        return
+    try:
+        with Gradebook(course.db_url) as gb:
+            gb.find_assignment(lesson)
+            known = True
+    except MissingEntry:
+        known = False
+    if not known or not released.exists():
+        release(course, lesson)
+

@@ -1,9 +1,13 @@
 """Exercises that discriminate: plausible wrong answers lose points.
 
 For every lesson with a fixture file ``tests/wrong_answers/<lesson>.py`` (``WRONG_ANSWERS =
-{solution grade_id: [replacement source, ...]}``, written by the lesson's author):
+{solution grade_id: [edit, ...]}``, written by the lesson's author), where each wrong answer is
+the edit it makes to the reference solution cell with its ``### BEGIN/END SOLUTION`` lines
+removed: ``(old, new)`` replaces the one occurrence of ``old``; a list of pairs makes several
+edits in order:
 
-* every solution cell has at least two wrong answers;
+* every solution cell has at least two wrong answers, and every edit still applies to the
+  reference (its ``old`` text occurs exactly once);
 * in ONE kernel per lesson: the reference notebook passes every graded test cell; then, for
   each wrong answer, the solution cell is replaced, the cells up to the exercise's last graded
   test cell run again, and at least one of that exercise's graded test cells must fail (a test
@@ -12,12 +16,14 @@ For every lesson with a fixture file ``tests/wrong_answers/<lesson>.py`` (``WRON
   of that exercise's graded test cells.
 """
 import re
+import resource
 import runpy
 import shutil
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 from course_tools.grading.submission import is_test_cell
 from course_tools.paths import lesson_dirs
@@ -27,13 +33,52 @@ FIXTURES = Path(__file__).parent / "wrong_answers"
 LESSONS = lesson_dirs()
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 SOLUTION_REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*\n?", re.S | re.M)
-LIMITS = Limits(memory_bytes=16 * 2**30, processes=100_000, cpu_seconds=3600, cell_seconds=180,
+MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*$")
+# CUDA reserves far more virtual address space than it uses: with a GPU the address-space
+# limit would fail the first CUDA allocation, so it is lifted there (these are the course's
+# own reference solutions, not untrusted code).
+LIMITS = Limits(memory_bytes=resource.RLIM_INFINITY if torch.cuda.is_available() else 16 * 2**30, processes=100_000, cpu_seconds=3600, cell_seconds=180,
                 notebook_seconds=3600, output_bytes=100_000)
 
 
+class EditDoesNotApply(AssertionError):
+    """A stored wrong answer no longer fits the reference solution it edits."""
+
+
+def without_markers(source: str) -> str:
+    """A solution cell as a student would write it: the ``### BEGIN/END SOLUTION`` lines gone."""
+    return "\n".join(line for line in source.splitlines() if not MARKER_LINE.match(line))
+
+
+def apply_edits(reference: str, edits) -> str:
+    """The reference solution (markers removed) with one wrong answer's edits made in order."""
+    source = without_markers(reference)
+    for old, new in [edits] if isinstance(edits, tuple) else edits:
+        if source.count(old) != 1:
+            raise EditDoesNotApply(f"{old!r} occurs {source.count(old)} times in the reference, not once")
+        source = source.replace(old, new)
+    return source + "\n"
+
+
 def wrong_answers(lesson: Path) -> dict | None:
+    """{grade_id: [wrong source, ...]}: the lesson's stored edits applied to its reference."""
     path = FIXTURES / f"{lesson.name}.py"
-    return runpy.run_path(str(path))["WRONG_ANSWERS"] if path.exists() else None
+    if not path.exists():
+        return None
+    edits = runpy.run_path(str(path))["WRONG_ANSWERS"]
+    nb = nbformat.read(str(lesson / "exercises.ipynb"), as_version=4)
+    reference = {_gid(c): c.source for c in nb.cells if _is_solution(c)}
+    unknown = sorted(set(edits) - set(reference))
+    assert not unknown, f"{path.name}: wrong answers for unknown cells: {unknown}"
+    out = {}
+    for gid, answers in edits.items():
+        out[gid] = []
+        for n, answer in enumerate(answers):
+            try:
+                out[gid].append(apply_edits(reference[gid], answer))
+            except EditDoesNotApply as exc:
+                raise EditDoesNotApply(f"{path.name}: {gid} wrong answer #{n + 1}: {exc}") from None
+    return out
 
 
 def _gid(cell):
@@ -173,3 +218,15 @@ def test_exercise_grouping_and_blank_stub():
     assert groups == [{"solutions": [1], "after": [2], "tests": [3]},
                       {"solutions": [5], "after": [], "tests": [6]}]
     assert blank_of(nb.cells[1].source) == "def f():\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
+
+
+def test_wrong_answers_are_stored_as_edits():
+    for path in sorted(FIXTURES.glob("*.py")):
+        assert path.read_text().startswith("# format: edits"), f"{path.name} is not in the edit format"
+    reference = "def f(x):\n    ### BEGIN SOLUTION\n    y = x + 1\n    return y * 2\n    ### END SOLUTION"
+    assert apply_edits(reference, ("x + 1", "x - 1")) == "def f(x):\n    y = x - 1\n    return y * 2\n"
+    assert apply_edits(reference, [("x + 1", "x"), ("y * 2", "y")]) == "def f(x):\n    y = x\n    return y\n"
+    with pytest.raises(EditDoesNotApply, match="occurs 0 times"):
+        apply_edits(reference, ("x + 2", "x"))
+    with pytest.raises(EditDoesNotApply, match="occurs 2 times"):
+        apply_edits(reference, ("y", "z"))

@@ -1,83 +1,44 @@
-"""Plausible wrong answers for lesson 00's exercises; each must lose points."""
+# format: edits
+"""Plausible wrong answers for lesson 00's exercises; each must lose points.
+
+Each wrong answer is the edit it makes to the reference solution cell (the cell with its
+``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
+``old``; a list of pairs makes several edits in order. The comment above says the mistake.
+"""
 
 WRONG_ANSWERS = {
-    "ex1_nbytes": [
+    'ex1_nbytes': [
         # counts elements, forgets the bytes per element
-        """def nbytes(shape, dtype):
-    count = 1
-    for size in shape:
-        count *= int(size)
-    return count
-""",
+        ('count * np.dtype(dtype).itemsize', 'count'),
         # adds the dimensions instead of multiplying them
-        """def nbytes(shape, dtype):
-    return sum(shape) * np.dtype(dtype).itemsize
-""",
-        # treats a scalar (shape ()) as holding no element
-        """def nbytes(shape, dtype):
-    count = 0 if len(shape) == 0 else 1
+        ("""count = 1
     for size in shape:
         count *= int(size)
-    return count * np.dtype(dtype).itemsize
-""",
+    return count""", 'return sum(shape)'),
+        # treats a scalar (shape ()) as holding no element
+        ('    count = 1', '    count = 0 if len(shape) == 0 else 1'),
     ],
-    "ex2_device": [
+    'ex2_device': [
         # a string, not a torch.device
-        """def pick_device():
-    return "cuda" if torch.cuda.is_available() else "cpu"
-""",
+        ('torch.device("cuda" if torch.cuda.is_available() else "cpu")', '"cuda" if torch.cuda.is_available() else "cpu"'),
         # decided once, from this machine, not from torch.cuda.is_available() at call time
-        """def pick_device():
-    return torch.device("cpu")
-""",
+        ('torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'torch.device("cpu")'),
         # tests the wrong thing: whether CUDA was compiled in, not whether a GPU is usable
-        """def pick_device():
-    return torch.device("cuda" if torch.backends.cuda.is_built() else "cpu")
-""",
+        ('torch.cuda.is_available()', 'torch.backends.cuda.is_built()'),
     ],
-    "ex3_training": [
+    'ex3_training': [
         # forward pass only: forgets the backward pass costs about twice a forward
-        """def training_seconds(forward_flops, samples, epochs, flops_per_second):
-    return forward_flops * samples * epochs / flops_per_second
-""",
+        ('3 * forward_flops', 'forward_flops'),
         # forgets the epochs
-        """def training_seconds(forward_flops, samples, epochs, flops_per_second):
-    return 3 * forward_flops * samples / flops_per_second
-""",
+        ('* epochs /', '/'),
         # answers in hours instead of seconds
-        """def training_seconds(forward_flops, samples, epochs, flops_per_second):
-    return 3 * forward_flops * samples * epochs / flops_per_second / 3600
-""",
+        ('    return 3 * forward_flops * samples * epochs / flops_per_second', '    return 3 * forward_flops * samples * epochs / flops_per_second / 3600'),
     ],
-    "ex4_timer": [
+    'ex4_timer': [
         # the mean instead of the median: one outlier drags it
-        """import time
-import statistics
-
-def robust_time(fn, warmup=2, repeat=5):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.mean(times)
-""",
+        ('statistics.median(times)', 'statistics.mean(times)'),
         # forgets the warm-up calls
-        """import time
-import statistics
-
-def robust_time(fn, warmup=2, repeat=5):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
-""",
-        # milliseconds instead of seconds
-        """import time
+        ("""import time
 import statistics
 
 def robust_time(fn, warmup=2, repeat=5):
@@ -87,8 +48,18 @@ def robust_time(fn, warmup=2, repeat=5):
     for _ in range(repeat):
         start = time.perf_counter()
         fn()
-        times.append(1000 * (time.perf_counter() - start))
-    return statistics.median(times)
-""",
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)""", """import time
+import statistics
+
+def robust_time(fn, warmup=2, repeat=5):
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)"""),
+        # milliseconds instead of seconds
+        ('times.append(time.perf_counter() - start)', 'times.append(1000 * (time.perf_counter() - start))'),
     ],
 }

@@ -1,113 +1,54 @@
-"""Plausible wrong answers for lesson 01's exercises; each must lose points."""
+# format: edits
+"""Plausible wrong answers for lesson 01's exercises; each must lose points.
+
+Each wrong answer is the edit it makes to the reference solution cell (the cell with its
+``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
+``old``; a list of pairs makes several edits in order. The comment above says the mistake.
+"""
 
 WRONG_ANSWERS = {
-    "ex1_peak": [
+    'ex1_peak': [
         # counts an FMA as one FLOP
-        """def peak_flops(cores, clock_hz, simd_bits, dtype_bits=32, fma_units=2):
-    lanes = simd_bits // dtype_bits
-    return cores * clock_hz * lanes * fma_units
-""",
+        ('2 * fma_units', 'fma_units'),
         # lanes from bytes, not bits
-        """def peak_flops(cores, clock_hz, simd_bits, dtype_bits=32, fma_units=2):
-    lanes = simd_bits // 8
-    return cores * clock_hz * lanes * 2 * fma_units
-""",
+        ('    lanes = simd_bits // dtype_bits', '    lanes = simd_bits // 8'),
         # forgets the number of FMA units
-        """def peak_flops(cores, clock_hz, simd_bits, dtype_bits=32, fma_units=2):
-    lanes = simd_bits // dtype_bits
-    return cores * clock_hz * lanes * 2
-""",
+        ('2 * fma_units', '2'),
     ],
-    "ex2_intensity": [
+    'ex2_intensity': [
         # counts only the reads, not the write of the result
-        """def intensity_add(itemsize=4):
-    return 1 / (2 * itemsize)
-
-
-def intensity_matmul(n, itemsize=4):
-    return 2 * n**3 / (2 * n * n * itemsize)
-""",
+        [('    return 1 / (3 * itemsize)', '    return 1 / (2 * itemsize)'),
+         ('    return 2 * n**3 / (3 * n * n * itemsize)', '    return 2 * n**3 / (2 * n * n * itemsize)')],
         # matmul FLOPs as n^3 (multiplies only, no adds)
-        """def intensity_add(itemsize=4):
-    return 1 / (3 * itemsize)
-
-
-def intensity_matmul(n, itemsize=4):
-    return n**3 / (3 * n * n * itemsize)
-""",
+        ('2 * n**3', 'n**3'),
         # bytes per element forgotten: FLOPs per element instead of per byte
-        """def intensity_add(itemsize=4):
-    return 1 / 3
-
-
-def intensity_matmul(n, itemsize=4):
-    return 2 * n**3 / (3 * n * n)
-""",
+        [('(3 * itemsize)', '3'),
+         ('n * itemsize)', 'n)')],
     ],
-    "ex3_roofline": [
+    'ex3_roofline': [
         # the ridge point upside down
-        """def bound(intensity, peak, bandwidth):
-    return "memory-bound" if intensity < bandwidth / peak else "compute-bound"
-
-
-def kernel_seconds(flops, bytes_moved, peak, bandwidth):
-    return max(flops / peak, bytes_moved / bandwidth)
-""",
+        ('peak / bandwidth', 'bandwidth / peak'),
         # adds the two times as if arithmetic and memory traffic did not overlap
-        """def bound(intensity, peak, bandwidth):
-    return "memory-bound" if intensity < peak / bandwidth else "compute-bound"
-
-
-def kernel_seconds(flops, bytes_moved, peak, bandwidth):
-    return flops / peak + bytes_moved / bandwidth
-""",
+        ('max(flops / peak, bytes_moved / bandwidth)', 'flops / peak + bytes_moved / bandwidth'),
         # at the ridge point itself calls it memory-bound, and takes the faster of the two
-        """def bound(intensity, peak, bandwidth):
-    return "memory-bound" if intensity <= peak / bandwidth else "compute-bound"
-
-
-def kernel_seconds(flops, bytes_moved, peak, bandwidth):
-    return min(flops / peak, bytes_moved / bandwidth)
-""",
+        [('    return "memory-bound" if intensity < peak / bandwidth else "compute-bound"', '    return "memory-bound" if intensity <= peak / bandwidth else "compute-bound"'),
+         ('max(flops', 'min(flops')],
     ],
-    "ex4_lines": [
+    'ex4_lines': [
         # counts elements read, as if every read fetched its own line
-        """def lines_touched(n, stride, itemsize=4, line_bytes=64):
-    return len(range(0, n, stride))
-""",
+        ('len({(i * itemsize) // line_bytes for i in range(0, n, stride)})', 'len(range(0, n, stride))'),
         # the bytes of the whole array divided into lines, ignoring the stride
-        """def lines_touched(n, stride, itemsize=4, line_bytes=64):
-    return -(-n * itemsize // line_bytes)
-""",
+        ('len({(i * itemsize) // line_bytes for i in range(0, n, stride)})', '-(-n * itemsize // line_bytes)'),
         # forgets the element size: indices instead of byte addresses
-        """def lines_touched(n, stride, itemsize=4, line_bytes=64):
-    return len({i // line_bytes for i in range(0, n, stride)})
-""",
+        ('len({(i * itemsize)', 'len({i'),
     ],
-    "ex5_latency": [
+    'ex5_latency': [
         # divides where it should multiply
-        """def latency_cycles(latency_s, clock_hz):
-    return latency_s / clock_hz
-
-
-def flops_forgone(latency_s, peak_flops):
-    return latency_s * peak_flops
-""",
+        ('    return latency_s * clock_hz', '    return latency_s / clock_hz'),
         # nanoseconds assumed: the answer is a billion times too large
-        """def latency_cycles(latency_s, clock_hz):
-    return latency_s * 1e9 * clock_hz
-
-
-def flops_forgone(latency_s, peak_flops):
-    return latency_s * 1e9 * peak_flops
-""",
+        [('    return latency_s * clock_hz', '    return latency_s * 1e9 * clock_hz'),
+         ('    return latency_s * peak_flops', '    return latency_s * 1e9 * peak_flops')],
         # right cycles, but FLOPs forgone counted per cycle at one FLOP per cycle
-        """def latency_cycles(latency_s, clock_hz):
-    return latency_s * clock_hz
-
-
-def flops_forgone(latency_s, peak_flops):
-    return latency_s * 3e9
-""",
+        ('    return latency_s * peak_flops', '    return latency_s * 3e9'),
     ],
 }

@@ -196,53 +196,27 @@ class AsyncBackend:
                 self._slots.release()
 
 
-# ----------------------------------------------------------------- the time model
-def predicted_sync_seconds(n: int, t1: float, t2: float, t3: float) -> float:
-    """Seconds for ``n`` tasks when the frontend waits for every result: N (t1 + t2 + t3)."""
-    return n * (t1 + t2 + t3)
+# ----------------------------------------------------------------- the backlog model
+def predicted_peak_in_flight(n: int, t1: float, t2: float, max_in_flight: int | None = None) -> int:
+    """Most tasks in flight at once when ``n`` tasks are issued back to back (about
+    n (1 - t1/t2) unbounded when the backend is slower), stepping through the run exactly.
 
-
-def predicted_async_seconds(n: int, t1: float, t2: float, t3: float) -> float:
-    """Seconds for ``n`` tasks issued back to back with one wait at the end.
-
-    Task i is issued at (i+1) t1 and the backend runs tasks in order, so the last one
-    ends at max over k of ((k+1) t1 + (n-k) t2): ``t1 + n t2`` when the backend is the
-    bottleneck (t2 >= t1, seed 003's t1 + N t2 + t3) or ``n t1 + t2`` when the frontend
-    is. Plus ``t3`` to hand the final result back.
+    The frontend issues task k ``t1`` seconds after it issued task k-1, but with a bound of
+    ``m`` tasks in flight it must first wait for task k-m to finish. The backend starts task
+    k when it has finished task k-1 and task k has been issued, and runs it ``t2`` seconds.
+    (The run's total time is lesson 06's exercise: the lecture derives it.)
     """
-    if n <= 0:
-        return 0.0
-    return max(t1 + n * t2, n * t1 + t2) + t3
-
-
-def model_run(n: int, t1: float, t2: float, t3: float,
-              max_in_flight: int | None = None) -> tuple[float, int]:
-    """Step through the asynchronous run exactly: (seconds, most tasks in flight at once).
-
-    The frontend issues task k ``t1`` seconds after it issued task k-1, but with a bound
-    of ``m`` tasks in flight it must first wait for task k-m to finish. The backend starts
-    task k when it has finished task k-1 and task k has been issued, and runs it ``t2``
-    seconds. The frontend reads the last result (``t3``) at the end.
-    """
-    if n <= 0:
-        return 0.0, 0
     issued: list[float] = []
     finished: list[float] = []
     peak = 0
-    for k in range(n):
+    for k in range(max(0, n)):
         issue = (issued[-1] if issued else 0.0) + t1
         if max_in_flight is not None and k >= max_in_flight:
             issue = max(issue, finished[k - max_in_flight])
-        pending = 1 + sum(1 for f in finished if f > issue)
-        peak = max(peak, pending)
+        peak = max(peak, 1 + sum(1 for f in finished if f > issue))
         finished.append(max(finished[-1] if finished else 0.0, issue) + t2)
         issued.append(issue)
-    return finished[-1] + t3, peak
-
-
-def predicted_peak_in_flight(n: int, t1: float, t2: float, max_in_flight: int | None = None) -> int:
-    """Most tasks in flight at once (see :func:`model_run`); about n (1 - t1/t2) unbounded."""
-    return model_run(n, t1, t2, 0.0, max_in_flight)[1]
+    return peak
 
 
 # ----------------------------------------------------------------- measured runs

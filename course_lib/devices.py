@@ -1,7 +1,7 @@
 """PyTorch devices (lesson 02): pick one, describe it, and measure what moving data costs.
 
-Operations run on the device that holds their tensors. ``pick_device`` gives the code
-one place to decide where that is; ``describe_device`` says what it is; and
+Operations run on the device that holds their tensors. ``default_device`` gives the code
+one place to decide where that is; ``device_properties`` says what it is; and
 ``transfer_benchmark`` times copies of growing size from host memory to the device
 (pageable and pinned host memory on a GPU; a host-to-host copy on a CPU-only machine,
 which is the reference the GPU's PCIe copy is compared with).
@@ -15,29 +15,25 @@ PCIE_GEN3_X16_BYTES_PER_S = 8e9 * 16 * (128 / 130) / 8
 8 bits per byte (PCI-SIG PCIe 3.0 specification) = about 15.75 GB/s."""
 
 
-def pick_device(prefer: str | None = None):
-    """The torch.device to compute on: ``prefer`` if given, else CUDA, else Apple's MPS,
-    else the CPU."""
+def default_device(prefer: str | None = None):
+    """The torch.device to compute on: ``prefer`` if given, else the accelerator torch was
+    built for and can use (CUDA, ROCm, Apple's MPS, Intel's XPU: ``torch.accelerator``),
+    else the CPU. The course's training and roofline helpers use it when given no device."""
     import torch
 
     if prefer is not None:
         return torch.device(prefer)
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    if mps is not None and mps.is_available():
-        return torch.device("mps")
-    return torch.device("cpu")
+    return torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
 
 
-def describe_device(device=None) -> dict:
+def device_properties(device=None) -> dict:
     """What a device is: type, name, memory in bytes (None when not reported), and for
     CUDA the compute capability and number of multiprocessors."""
     import torch
 
     from .hardware import cpu_info, ram_bytes
 
-    device = pick_device() if device is None else torch.device(device)
+    device = default_device() if device is None else torch.device(device)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         p = torch.cuda.get_device_properties(index)
@@ -91,7 +87,7 @@ def transfer_benchmark(sizes_bytes=(2**12, 2**16, 2**20, 2**24), device=None, re
 
     from .timing import benchmark
 
-    device = pick_device() if device is None else torch.device(device)
+    device = default_device() if device is None else torch.device(device)
     results = []
     for nbytes in sizes_bytes:
         numel = max(1, int(nbytes) // 4)
@@ -108,17 +104,3 @@ def transfer_benchmark(sizes_bytes=(2**12, 2**16, 2**20, 2**24), device=None, re
             t = benchmark(lambda: dst.copy_(src), repeat=repeat, min_repeat_time=0.005)
             results.append(TransferResult("host-to-host", numel * 4, t.median))
     return results
-
-
-def fit_latency_bandwidth(nbytes, seconds) -> tuple[float, float]:
-    """Fit seconds = latency + nbytes / bandwidth; returns (latency in s, bandwidth in bytes/s).
-
-    The fit weighs each point by 1/seconds (it minimises relative errors), so the small
-    copies that reveal the latency count as much as the large ones that reveal the bandwidth.
-    """
-    import numpy as np
-
-    nbytes = np.asarray(nbytes, dtype=float)
-    seconds = np.asarray(seconds, dtype=float)
-    slope, intercept = np.polyfit(nbytes, seconds, 1, w=1.0 / seconds)
-    return float(intercept), float(1.0 / slope)

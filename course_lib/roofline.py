@@ -9,15 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .devices import default_device
 from .timing import Timing, benchmark
-
-
-def _torch_device(device):
-    import torch
-
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def matmul_flops(n: int, m: int | None = None, k: int | None = None) -> int:
@@ -31,7 +24,7 @@ def measure_peak_flops(n: int = 2048, dtype=None, device=None, repeat: int = 5) 
     """Measured matmul rate in FLOP/s on ``device`` for n x n matrices, and the timing behind it."""
     import torch
 
-    device = _torch_device(device)
+    device = default_device(device)
     dtype = dtype or torch.float32
     a = torch.randn(n, n, dtype=dtype, device=device)
     b = torch.randn(n, n, dtype=dtype, device=device)
@@ -47,7 +40,7 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, device=None, repeat: int = 5) -
     """
     import torch
 
-    device = _torch_device(device)
+    device = default_device(device)
     src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
     timing = benchmark(lambda: dst.copy_(src), label=f"copy {nbytes / 2**20:.0f} MiB",
@@ -99,13 +92,12 @@ class Roofline:
 
 def measure(device=None, n: int = 2048, nbytes: int = 256 * 2**20) -> Roofline:
     """Measure both ceilings of ``device`` (default: the CUDA GPU if any, else the CPU)."""
-    from .hardware import device_label
+    from .hardware import describe_device
 
-    dev = _torch_device(device)
+    dev = default_device(device)
     peak, _ = measure_peak_flops(n, device=dev)
     bw, _ = measure_bandwidth(nbytes, device=dev)
-    label = device_label() if dev.type in ("cuda", "cpu") and device is None else str(dev)
-    return Roofline(label, peak, bw)
+    return Roofline(describe_device(dev), peak, bw)
 
 
 def plot(roofs: list[Roofline], kernels: dict[str, float] | None = None, ax=None):

@@ -12,6 +12,7 @@ import warnings
 
 import torch
 
+from .devices import default_device
 from .timing import Timing, benchmark
 
 
@@ -48,11 +49,6 @@ def random_prune(w: torch.Tensor, fraction: float = 0.5, seed: int = 0) -> torch
     return w * mask.to(w.device, w.dtype)
 
 
-def _default_device(device):
-    return torch.device(device if device is not None else
-                        ("cuda" if torch.cuda.is_available() else "cpu"))
-
-
 def time_dense_vs_csr(n: int = 512, fraction: float = 0.5, seed: int = 0, device=None) -> dict:
     """Time ``W @ x`` with a half-zero ``n x n`` ``W`` stored dense and as CSR (sparse).
 
@@ -61,7 +57,7 @@ def time_dense_vs_csr(n: int = 512, fraction: float = 0.5, seed: int = 0, device
     At 50% zeros a general sparse format is usually *slower* than dense: the index
     bookkeeping costs more than the skipped multiply-adds save.
     """
-    device = _default_device(device)
+    device = default_device(device)
     gen = torch.Generator().manual_seed(seed)
     w = random_prune(torch.randn(n, n, generator=gen), fraction, seed).to(device)
     x = torch.randn(n, n, generator=gen).to(device)

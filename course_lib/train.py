@@ -16,12 +16,8 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from .devices import default_device
 from .timing import format_seconds, synchronize
-
-
-def default_device() -> torch.device:
-    """The CUDA GPU when torch can use one, else the CPU."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 @dataclass

@@ -6,28 +6,9 @@ import pytest
 from course_lib import async_queue as aq
 
 
-def test_predicted_times_follow_the_seed_formulas():
-    assert aq.predicted_sync_seconds(1000, 1e-3, 2e-3, 3e-3) == pytest.approx(6.0)
-    # backend-bound: t1 + N t2 + t3
-    assert aq.predicted_async_seconds(1000, 1e-3, 2e-3, 3e-3) == pytest.approx(1e-3 + 2.0 + 3e-3)
-    # frontend-bound: N t1 + t2 + t3
-    assert aq.predicted_async_seconds(10, 5e-3, 1e-3, 0.0) == pytest.approx(0.051)
-    assert aq.predicted_async_seconds(0, 1, 1, 1) == 0.0
-
-
-@pytest.mark.parametrize("n,t1,t2,t3", [(1, 1, 2, 3), (7, 1, 3, 0.5), (9, 4, 1, 2), (5, 2, 2, 0)])
-def test_model_run_agrees_with_the_closed_form(n, t1, t2, t3):
-    seconds, _ = aq.model_run(n, t1, t2, t3)
-    assert seconds == pytest.approx(aq.predicted_async_seconds(n, t1, t2, t3))
-
-
-def test_a_bound_on_in_flight_work_caps_the_backlog_but_not_the_time_when_backend_bound():
-    unbounded_s, unbounded_peak = aq.model_run(100, 1.0, 4.0, 0.0)
-    bounded_s, bounded_peak = aq.model_run(100, 1.0, 4.0, 0.0, max_in_flight=2)
-    assert unbounded_peak > 50          # grows with N: about N (1 - t1/t2) = 75
-    assert bounded_peak == 2
-    assert bounded_s == pytest.approx(unbounded_s)
-    assert aq.predicted_peak_in_flight(100, 1.0, 4.0) == unbounded_peak
+def test_a_bound_on_in_flight_work_caps_the_backlog():
+    assert aq.predicted_peak_in_flight(100, 1.0, 4.0) > 50          # grows with N: about N (1 - t1/t2) = 75
+    assert aq.predicted_peak_in_flight(100, 1.0, 4.0, max_in_flight=2) == 2
     assert aq.predicted_peak_in_flight(100, 4.0, 1.0) == 1   # fast backend: no backlog
     assert aq.predicted_peak_in_flight(0, 1.0, 1.0) == 0
 

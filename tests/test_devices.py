@@ -7,25 +7,23 @@ import torch
 from course_lib import devices
 
 
-def test_pick_device():
-    assert devices.pick_device("meta") == torch.device("meta")
-    with mock.patch("torch.cuda.is_available", return_value=True):
-        assert devices.pick_device() == torch.device("cuda")
-    with mock.patch("torch.cuda.is_available", return_value=False), \
-            mock.patch("torch.backends.mps.is_available", return_value=False):
-        assert devices.pick_device() == torch.device("cpu")
-    with mock.patch("torch.cuda.is_available", return_value=False), \
-            mock.patch("torch.backends.mps.is_available", return_value=True):
-        assert devices.pick_device() == torch.device("mps")
+def test_default_device_follows_torch_accelerator():
+    assert devices.default_device("meta") == torch.device("meta")
+    with mock.patch("torch.accelerator.current_accelerator", return_value=torch.device("cuda")):
+        assert devices.default_device() == torch.device("cuda")
+    with mock.patch("torch.accelerator.current_accelerator", return_value=None):
+        assert devices.default_device() == torch.device("cpu")
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert devices.default_device().type == expected
 
 
-def test_describe_device():
-    cpu = devices.describe_device("cpu")
+def test_device_properties():
+    cpu = devices.device_properties("cpu")
     assert cpu["type"] == "cpu" and cpu["memory_bytes"] > 0 and cpu["cores"] >= 1
-    meta = devices.describe_device("meta")
+    meta = devices.device_properties("meta")
     assert meta == {"type": "meta", "index": None, "name": "meta", "memory_bytes": None}
     if torch.cuda.is_available():
-        gpu = devices.describe_device("cuda")
+        gpu = devices.device_properties("cuda")
         assert gpu["memory_bytes"] > 0 and "." in gpu["compute_capability"]
 
 
@@ -50,13 +48,6 @@ def test_transfer_benchmark():
     for r in results:
         assert r.nbytes in (4096, 65536) and r.seconds > 0
         assert r.bandwidth == pytest.approx(r.nbytes / r.seconds)
-
-
-def test_fit_latency_bandwidth_recovers_a_known_line():
-    sizes = [1e3, 1e4, 1e5, 1e6, 1e7]
-    latency, bandwidth = devices.fit_latency_bandwidth(sizes, [7e-6 + s / 5e9 for s in sizes])
-    assert latency == pytest.approx(7e-6, rel=1e-6)
-    assert bandwidth == pytest.approx(5e9, rel=1e-6)
 
 
 def test_pcie_constant():

@@ -84,11 +84,6 @@ def test_evaluate_counts_correct_predictions():
     assert train.evaluate(Constant(), loader, device="cpu", max_batches=1) == pytest.approx(0.75)
 
 
-def test_default_device_matches_torch():
-    expected = "cuda" if torch.cuda.is_available() else "cpu"
-    assert train.default_device().type == expected
-
-
 def test_estimate_training_for_extrapolates_and_leaves_the_model_alone():
     loader = data.make_loader(data.synthetic_dataset(size=64), batch_size=4)
     model = LeNet()

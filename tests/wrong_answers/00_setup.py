@@ -25,6 +25,9 @@ WRONG_ANSWERS = {
         ('torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'torch.device("cpu")'),
         # tests the wrong thing: whether CUDA was compiled in, not whether a GPU is usable
         ('torch.cuda.is_available()', 'torch.backends.cuda.is_built()'),
+        # the library's chooser: it asks torch.accelerator, not torch.cuda.is_available()
+        ('return torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+         'from course_lib.devices import default_device\n    return default_device()'),
     ],
     'ex3_training': [
         # forward pass only: forgets the backward pass costs about twice a forward
@@ -36,30 +39,16 @@ WRONG_ANSWERS = {
     ],
     'ex4_timer': [
         # the mean instead of the median: one outlier drags it
-        ('statistics.median(times)', 'statistics.mean(times)'),
+        ('statistics.median(samples)', 'statistics.mean(samples)'),
         # forgets the warm-up calls
-        ("""import time
-import statistics
-
-def robust_time(fn, warmup=2, repeat=5):
-    for _ in range(warmup):
+        ("""    for _ in range(warmup):
         fn()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)""", """import time
-import statistics
-
-def robust_time(fn, warmup=2, repeat=5):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)"""),
+""", ""),
         # milliseconds instead of seconds
-        ('times.append(time.perf_counter() - start)', 'times.append(1000 * (time.perf_counter() - start))'),
+        ('samples.append(time.perf_counter() - t0)', 'samples.append(1000 * (time.perf_counter() - t0))'),
+        # the library's timer instead: it calibrates how many calls make one repeat, so the calls
+        # (and the warm-up) are not the ones asked for
+        ('    return statistics.median(samples)',
+         '    from course_lib.timing import benchmark\n    return benchmark(fn, warmup=warmup, repeat=repeat).median'),
     ],
 }

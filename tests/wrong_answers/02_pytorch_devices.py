@@ -91,6 +91,11 @@ WRONG_ANSWERS = {
         # the slope taken as the bandwidth (it is seconds per byte)
         ('float(1.0 / slope)', 'float(slope)'),
         # the latency forgotten in the prediction
-        ('latency + nbytes', 'nbytes'),
+        ('copies * latency + nbytes', 'nbytes'),
+        # the latency paid once, however many copies
+        ('copies * latency', 'latency'),
+        # the library's link model: one transfer, so the copies' latencies are lost
+        ('    return copies * latency + nbytes / bandwidth',
+         '    from course_lib.parallel.collectives import transfer_seconds\n    return transfer_seconds(nbytes, bandwidth, latency)'),
     ],
 }

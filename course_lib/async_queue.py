@@ -28,17 +28,22 @@ which is how an asynchronous training loop without a sync point runs out of memo
 from __future__ import annotations
 
 import queue
+import statistics
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
+
+import matplotlib.pyplot as plt
+import torch
+
+from .timing import synchronize
 
 _NOT_READY = object()
 
 
 def sleep_task(seconds: float) -> Callable[[], float]:
     """A backend task that takes ``seconds`` (sleeping, so it runs beside the frontend)."""
-
     def task() -> float:
         time.sleep(seconds)
         return seconds
@@ -53,7 +58,6 @@ class LazyValue:
     Reading it (``item()``, ``cpu()``, ``repr``/``print``) blocks until it is computed
     and counts as one synchronization point of its backend.
     """
-
     def __init__(self, backend: "AsyncBackend", nbytes: int = 0):
         self._backend = backend
         self._done = threading.Event()
@@ -92,7 +96,6 @@ class LazyValue:
 @dataclass
 class Sample:
     """One point of an :class:`AsyncBackend` timeline (seconds since it started)."""
-
     seconds: float
     in_flight: int
     bytes_in_flight: int
@@ -105,7 +108,6 @@ class AsyncBackend:
     that many are pending (None: unbounded, like a CUDA stream with no sync point).
     Use it as a context manager, or call :meth:`close` when done.
     """
-
     def __init__(self, max_in_flight: int | None = None):
         if max_in_flight is not None and max_in_flight < 1:
             raise ValueError("max_in_flight must be at least 1 (or None for unbounded)")
@@ -223,7 +225,6 @@ def predicted_peak_in_flight(n: int, t1: float, t2: float, max_in_flight: int | 
 @dataclass
 class RunReport:
     """What one run of :func:`run_tasks` measured. Times in seconds, memory in bytes."""
-
     mode: str
     n: int
     seconds: float
@@ -267,8 +268,6 @@ def run_tasks(n: int, t1: float, t2: float, t3: float, mode: str = "async",
 
 def plot_in_flight(reports: list[RunReport], ax=None):
     """Tasks in flight over time for each report (a step plot); returns the axes."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 3))
     for report in reports:
@@ -288,9 +287,7 @@ def cuda_enqueue_and_finish(n: int = 10, size: int = 4096, device="cuda") -> tup
     On a CUDA device the first figure is tiny: the Python thread only queued the kernels.
     On the CPU, PyTorch computes each operator before returning, so both are the same.
     """
-    import torch
 
-    from .timing import synchronize
 
     a = torch.randn(size, size, device=device)
     a @ a  # warm-up: cuBLAS handle, kernel selection
@@ -309,9 +306,7 @@ def cuda_event_seconds(fn: Callable[[], object], repeat: int = 10) -> float:
     Events are recorded into the stream around the work; ``elapsed_time`` is read only after
     the end event has completed, so the queue is measured, not the launch.
     """
-    import statistics
 
-    import torch
 
     fn()
     times = []

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
+
+from .hardware import cpu_info, ram_bytes
+from .timing import benchmark
+
 PCIE_GEN3_X16_BYTES_PER_S = 8e9 * 16 * (128 / 130) / 8
 """PCI Express 3.0 x16, one direction: 8 GT/s per lane x 16 lanes, 128b/130b encoding,
 8 bits per byte (PCI-SIG PCIe 3.0 specification) = about 15.75 GB/s."""
@@ -19,8 +24,6 @@ def default_device(prefer: str | None = None):
     """The torch.device to compute on: ``prefer`` if given, else the accelerator torch was
     built for and can use (CUDA, ROCm, Apple's MPS, Intel's XPU: ``torch.accelerator``),
     else the CPU. The course's training and roofline helpers use it when given no device."""
-    import torch
-
     if prefer is not None:
         return torch.device(prefer)
     return torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
@@ -29,9 +32,7 @@ def default_device(prefer: str | None = None):
 def device_properties(device=None) -> dict:
     """What a device is: type, name, memory in bytes (None when not reported), and for
     CUDA the compute capability and number of multiprocessors."""
-    import torch
 
-    from .hardware import cpu_info, ram_bytes
 
     device = default_device() if device is None else torch.device(device)
     if device.type == "cuda":
@@ -55,8 +56,6 @@ def same_storage(a, b) -> bool:
 
 def module_device(module):
     """The device of a module's first parameter (or buffer); CPU for a module with neither."""
-    import torch
-
     for tensor in list(module.parameters()) + list(module.buffers()):
         return tensor.device
     return torch.device("cpu")
@@ -65,7 +64,6 @@ def module_device(module):
 @dataclass
 class TransferResult:
     """One copy size: bytes copied, median seconds per copy, and the resulting bytes/s."""
-
     kind: str
     nbytes: int
     seconds: float
@@ -83,9 +81,7 @@ def transfer_benchmark(sizes_bytes=(2**12, 2**16, 2**20, 2**24), device=None, re
     and 'pinned' (page-locked host memory, copied by DMA directly). Without a GPU the kind
     is 'host-to-host' (a memory copy on the CPU, i.e. what ``.to()`` costs when it must copy).
     """
-    import torch
 
-    from .timing import benchmark
 
     device = default_device() if device is None else torch.device(device)
     results = []

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from .timing import benchmark
@@ -69,8 +70,6 @@ def working_set_sweep(sizes_bytes=None, repeat: int = 5, bytes_per_repeat: int =
 
 def plot_stride(rows: list[dict], line_bytes: int = 64, ax=None):
     """Nanoseconds per touched element against stride in bytes, cache-line size marked."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot([r["stride_bytes"] for r in rows], [r["ns_per_element"] for r in rows], "o-")
@@ -86,8 +85,6 @@ def plot_stride(rows: list[dict], line_bytes: int = 64, ax=None):
 
 def plot_working_set(rows: list[dict], caches: dict[str, int] | None = None, ax=None):
     """Read bandwidth (GB/s) against working-set size with this CPU's cache sizes marked."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot([r["bytes"] for r in rows], [r["bandwidth"] / 1e9 for r in rows], "o-")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib.pyplot as plt
 import torch
 
 from .timing import Timing, benchmark
@@ -154,8 +155,6 @@ def error_sweep(sizes=(16, 64, 256, 1024), names=("float32", "bfloat16", "float1
 
 def plot_error_sweep(rows: list[dict], ax=None):
     """Log-log plot of relative error against matrix size, one line per format."""
-    import matplotlib.pyplot as plt
-
     if ax is None:
         _, ax = plt.subplots(figsize=(6.5, 3.5))
     for name in dict.fromkeys(r["format"] for r in rows):

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
 from .devices import default_device
+from .hardware import describe_device
 from .timing import Timing, benchmark
 
 
@@ -22,8 +27,6 @@ def matmul_flops(n: int, m: int | None = None, k: int | None = None) -> int:
 
 def measure_peak_flops(n: int = 2048, dtype=None, device=None, repeat: int = 5) -> tuple[float, Timing]:
     """Measured matmul rate in FLOP/s on ``device`` for n x n matrices, and the timing behind it."""
-    import torch
-
     device = default_device(device)
     dtype = dtype or torch.float32
     a = torch.randn(n, n, dtype=dtype, device=device)
@@ -38,8 +41,6 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, device=None, repeat: int = 5) -
 
     Use a size far larger than the last-level cache, or the figure is the cache's bandwidth.
     """
-    import torch
-
     device = default_device(device)
     src = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
@@ -73,7 +74,6 @@ def ridge_point(peak_flops: float, bandwidth: float) -> float:
 @dataclass
 class Roofline:
     """The two ceilings of one device: peak in FLOP/s, bandwidth in bytes/s."""
-
     device: str
     peak_flops: float
     bandwidth: float
@@ -92,8 +92,6 @@ class Roofline:
 
 def measure(device=None, n: int = 2048, nbytes: int = 256 * 2**20) -> Roofline:
     """Measure both ceilings of ``device`` (default: the CUDA GPU if any, else the CPU)."""
-    from .hardware import describe_device
-
     dev = default_device(device)
     peak, _ = measure_peak_flops(n, device=dev)
     bw, _ = measure_bandwidth(nbytes, device=dev)
@@ -105,9 +103,6 @@ def plot(roofs: list[Roofline], kernels: dict[str, float] | None = None, ax=None
 
     ``kernels`` maps a name to an arithmetic intensity (FLOP/byte). Returns the axes.
     """
-    import matplotlib.pyplot as plt
-    import numpy as np
-
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4.5))
     lo = min([0.01] + list((kernels or {}).values()))

@@ -22,19 +22,21 @@ copy engine). The *makespan* is the time from the first start to the last finish
 from __future__ import annotations
 
 import itertools
+import threading
 import time
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from typing import Callable, Mapping
 
+import matplotlib.pyplot as plt
 import torch
 
 
 @dataclass(frozen=True)
 class Task:
     """One node of the graph. ``seconds``: a float (any device) or {device: seconds}."""
-
     name: str
     seconds: float | Mapping[str, float]
     deps: tuple[str, ...] = ()
@@ -57,7 +59,6 @@ class Task:
 @dataclass(frozen=True)
 class Slot:
     """Where and when one task ran (seconds)."""
-
     task: str
     device: str
     start: float
@@ -67,7 +68,6 @@ class Slot:
 @dataclass
 class Schedule:
     """Slots of every task; ``makespan`` is the last end time (seconds)."""
-
     slots: list[Slot] = field(default_factory=list)
 
     @property
@@ -291,8 +291,6 @@ def pipeline_seconds(chunks: int, compute_seconds: float, copy_seconds: float,
 # ----------------------------------------------------------------- plot
 def gantt(schedule: Schedule, ax=None, title: str = "", unit: str = "s"):
     """A Gantt chart of ``schedule`` (one row per device); returns the axes."""
-    import matplotlib.pyplot as plt
-
     scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
     devices = sorted({s.device for s in schedule.slots})
     if ax is None:
@@ -330,7 +328,6 @@ def run_parallel(functions: Mapping[str, Callable[[], object]], deps: Mapping[st
     origin = time.perf_counter()
 
     def timed(name: str):
-        import threading
 
         start = time.perf_counter() - origin
         value = functions[name]()
@@ -381,8 +378,6 @@ def two_chains(forked: bool):
     ``torch.jit.fork`` is deprecated along with TorchScript; it is still the simplest way
     to see inter-op parallelism inside one PyTorch program.
     """
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.jit.script(_two_chains_forked if forked else _two_chains_in_sequence)

@@ -48,6 +48,8 @@ import html
 import math
 from dataclasses import dataclass, field
 
+import ipywidgets as widgets
+import matplotlib.pyplot as plt
 import numpy as np
 
 DATAFLOWS = ("output", "weight", "input")
@@ -73,7 +75,6 @@ class Snapshot:
     ``"drain"``; ``tile`` numbers the tile (0, 1, ...) and ``cycle`` counts from the
     start of the whole run.
     """
-
     cycle: int
     tile: int
     phase: str
@@ -86,7 +87,6 @@ class Snapshot:
 @dataclass
 class CycleCount:
     """Cycles of a (possibly tiled) systolic matmul, by phase."""
-
     tiles: int
     load: int
     compute: int
@@ -100,7 +100,6 @@ class CycleCount:
 @dataclass
 class SystolicRun:
     """What :func:`simulate` returns: the product, the cycles it took, per-cycle state."""
-
     dataflow: str
     rows: int
     cols: int
@@ -127,7 +126,6 @@ class SystolicRun:
 # ----------------------------------------------------------------- one tile
 class _Recorder:
     """Collects snapshots (or nothing when recording is off) and counts cycles."""
-
     def __init__(self, record: bool, rows: int, cols: int):
         self.record, self.rows, self.cols = record, rows, cols
         self.snapshots: list[Snapshot] = []
@@ -357,8 +355,6 @@ def widget(run: SystolicRun):
 
     Returns an ``ipywidgets.VBox``; display it as the last expression of a cell.
     """
-    import ipywidgets as widgets
-
     if not run.snapshots:
         raise ValueError("the run has no snapshots: simulate it with record=True")
     last = len(run.snapshots) - 1
@@ -380,8 +376,6 @@ def plot_activity(runs: dict[str, SystolicRun], axes=None):
 
     Returns the array of matplotlib axes.
     """
-    import matplotlib.pyplot as plt
-
     if axes is None:
         _, axes = plt.subplots(len(runs), 1, figsize=(7, 1.3 + 1.1 * len(runs)),
                                sharex=True, sharey=True, squeeze=False)

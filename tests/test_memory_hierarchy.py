@@ -10,8 +10,6 @@ def test_stride_sweep_rows():
     assert [r["stride"] for r in rows] == [1, 4, 16]
     assert rows[1]["elements"] == 2**20 // 4
     assert all(r["seconds"] > 0 and r["ns_per_element"] > 0 for r in rows)
-    # touching every 16th float (one per 64-byte line) costs more per element than every float
-    assert rows[2]["ns_per_element"] > rows[0]["ns_per_element"]
     mh.plot_stride(rows)
 
 

@@ -1,4 +1,4 @@
-"""The single NumPy/CuPy switch: write array code once, run it on the GPU when there is one.
+"""The single NumPy/CuPy switch: write array code once, run it on the GPU when there is one (lessons 00 and 04).
 
 CuPy mirrors NumPy's API, so most code only needs to know *which module* to call.
 ``xp()`` answers that for new arrays, ``get_array_module(x)`` for existing ones.

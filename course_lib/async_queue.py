@@ -1,4 +1,4 @@
-"""A teaching model of asynchronous execution: a frontend enqueues, a backend executes.
+"""A teaching model of asynchronous execution: a frontend enqueues, a backend executes (lesson 06).
 
 PyTorch on a GPU works like this: the Python *frontend* thread only *issues* an
 operation (a kernel launch goes into a CUDA stream, a FIFO queue) and returns at once;

@@ -1,4 +1,4 @@
-"""Compilers and interpreters for PyTorch models: eager, TorchScript, torch.compile, torch.export.
+"""Compilers and interpreters for PyTorch models: eager, TorchScript, torch.compile, torch.export (lesson 05).
 
 Eager PyTorch is *imperative*: Python runs ``forward`` line by line and each operator is
 dispatched on its own, paying interpreter and dispatch overhead every call. The other

@@ -1,4 +1,4 @@
-"""Experiments that make the memory hierarchy visible from Python.
+"""Experiments that make the memory hierarchy visible from Python (lesson 01).
 
 * ``stride_sweep``: touch every k-th float of a large array. Memory moves whole cache
   lines (64 bytes on most CPUs), so until k floats span a line every access still pulls

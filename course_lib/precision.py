@@ -1,4 +1,4 @@
-"""Low-precision number formats and what they cost in accuracy.
+"""Low-precision number formats and what they cost in accuracy (lesson 12).
 
 Accelerators get much of their speed from narrow numbers: a 16-bit multiplier is
 about a quarter of the silicon of a 32-bit one, and half the bytes move through

@@ -1,4 +1,4 @@
-"""Automatic parallelism: schedule a dependency graph of tasks on several devices.
+"""Automatic parallelism: schedule a dependency graph of tasks on several devices (lesson 07; lesson 13 draws its pipeline schedules with it).
 
 A deep learning framework sees a program as a graph: a task (an operator, a copy) can
 start once the tasks it depends on have finished. Tasks with no path between them may

@@ -1,4 +1,4 @@
-"""Sparsity that hardware can use: 2:4 structured pruning, and why zeros alone are not enough.
+"""Sparsity that hardware can use: 2:4 structured pruning, and why zeros alone are not enough (lesson 12).
 
 Setting half of a weight matrix to zero halves its multiply-adds only if the hardware
 can skip them. Arbitrary (unstructured) zeros defeat vector units and tensor cores;

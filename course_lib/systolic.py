@@ -1,4 +1,4 @@
-"""Systolic arrays, simulated cycle by cycle: how a TPU-like chip multiplies matrices.
+"""Systolic arrays, simulated cycle by cycle: how a TPU-like chip multiplies matrices (lesson 12).
 
 A systolic array is a grid of ``rows x cols`` processing elements (PEs). Every PE does
 at most one multiply-accumulate (MAC) per clock cycle and passes its operands to its

@@ -21,7 +21,6 @@ copy engine). The *makespan* is the time from the first start to the last finish
 """
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 import warnings
@@ -207,21 +206,6 @@ def schedule_assignment(tasks, assignment: Mapping[str, str], devices=None) -> S
         raise ValueError(f"no device chosen for {sorted(missing)}")
     devices = list(devices) if devices is not None else sorted(set(assignment.values()))
     return _place(graph, _priority_order(graph, devices), lambda task, ready, busy: assignment[task.name])
-
-
-def best_schedule(tasks, devices, max_tasks: int = 14) -> Schedule:
-    """The shortest schedule over every task -> device assignment (exhaustive: small graphs)."""
-    graph = as_graph(tasks)
-    if len(graph) > max_tasks:
-        raise ValueError(f"{len(graph)} tasks: exhaustive search is limited to {max_tasks}")
-    names = list(graph)
-    choices = [[d for d in devices if graph[n].can_run_on(d)] for n in names]
-    best: Schedule | None = None
-    for combo in itertools.product(*choices):
-        candidate = schedule_assignment(graph, dict(zip(names, combo)), devices)
-        if best is None or candidate.makespan < best.makespan - 1e-12:
-            best = candidate
-    return best
 
 
 def validate(schedule: Schedule, tasks, tol: float = 1e-9) -> list[str]:

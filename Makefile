@@ -15,6 +15,8 @@ TORCH_CPU_PIP ?=
 # Workers for the test suite (pytest-xdist); notebooks of one file stay on one worker.
 TEST_WORKERS ?= 2
 LESSONS ?=
+# Extra arguments for JupyterLab, e.g. make lab LAB_ARGS="--port 9999 --no-browser"
+LAB_ARGS ?=
 
 .PHONY: setup course test lab slides bench doctor clean
 
@@ -33,8 +35,10 @@ test: setup
 	@sh scripts/system_packages.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
+# JupyterLab on the course, opened on release/ (the student versions; written first if missing).
+# As root it passes --allow-root itself.
 lab: setup
-	$(BIN)/course lab
+	$(BIN)/course lab $(LAB_ARGS)
 
 slides: setup
 	$(BIN)/course slides $(LESSONS)

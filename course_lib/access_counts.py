@@ -1,13 +1,35 @@
-"""Counting memory accesses of a Numba CUDA kernel in the simulator (lessons 03 and 04).
+"""Counting memory accesses of a Numba CUDA kernel, and finding shared-memory races, in the
+simulator (lessons 03 and 04).
 
-:func:`count_accesses` runs a kernel in Numba's CUDA simulator with every array argument
-and every shared-memory array wrapped in a counting proxy, and reports how many global and
-shared reads and writes, and atomic operations, each thread made (the idea of
-GPU-Puzzles). The counts depend only on the kernel's code and the launch configuration,
-never on timing. The simulator's classes are patched for the duration of one launch only.
+:func:`count_accesses` runs a kernel in Numba's CUDA simulator with every array argument and
+every shared-memory array wrapped in a counting proxy, and reports how many global and shared
+reads and writes, and atomic operations, each thread made (the idea of GPU-Puzzles). The
+counts depend only on the kernel's code and the launch configuration, never on timing.
+
+It also checks what a GPU would not forgive but the simulator often does:
+
+- **Races in shared memory.** Between two ``cuda.syncthreads()`` the threads of a block run
+  in no fixed order. A slot of a shared array that one thread writes and another thread
+  reads (or also writes, without an atomic) in the same interval between barriers holds a
+  value that depends on timing: a race. Atomic updates of one slot by many threads are
+  fine among themselves, but not mixed with plain reads or writes of that slot. Every access is recorded with the number of barriers
+  its thread has passed, so the check does not depend on the order in which the simulator
+  happened to run the threads; a kernel with a race raises :class:`SharedMemoryRace`
+  naming the block, the threads, the array and the index.
+- **Out-of-bounds indices**, including negative ones, which NumPy (and so the plain
+  simulator) silently wraps around to the end of the array: they raise ``IndexError``.
+- **Fresh shared memory per block.** The plain simulator of numba 0.68 allocates shared
+  arrays with ``np.empty`` (uninitialised) once per *launch*, keyed by source line, so every
+  block of a launch sees the values the previous block left behind: a kernel that forgets to
+  fill its shared array can pass by accident. Here each block gets its own shared arrays,
+  zero-initialised (tests/test_access_counts.py shows both behaviours).
+
+The simulator's classes are patched for the duration of one launch only.
 """
 from __future__ import annotations
 
+import linecache
+import re
 import sys
 import threading
 from collections import Counter
@@ -15,9 +37,61 @@ from dataclasses import dataclass, field
 from unittest import mock
 
 import numpy as np
+from numba.core import types
+from numba.np import numpy_support
 
-ACCESS_KINDS = ("global_reads", "global_writes", "shared_reads", "shared_writes", "atomics")
-"""What is counted, per thread."""
+ACCESS_KINDS = ("global_reads", "global_writes", "shared_reads", "shared_writes", "atomics",
+                "shared_atomics")
+"""What is counted, per thread: element reads and writes of global and of shared memory, and
+atomic operations on global memory ('atomics') and on shared memory ('shared_atomics')."""
+
+
+class SharedMemoryRace(AssertionError):
+    """A kernel read or wrote a shared-memory slot that another thread of its block wrote
+    between the same two barriers; the message names the threads, the array and the index."""
+
+
+@dataclass(frozen=True)
+class Race:
+    """One racy slot: in ``block``, between barriers ``interval`` and ``interval + 1``,
+    ``writer`` wrote ``array[index]`` and ``other`` read it (``kind`` 'read') or wrote it too
+    (``kind`` 'write'); for ``kind`` 'atomic_read' / 'atomic_write', ``writer`` updated it
+    atomically and ``other`` read / wrote it plainly."""
+
+    block: tuple
+    interval: int
+    array: str
+    index: tuple
+    writer: tuple
+    other: tuple
+    kind: str
+
+    def __str__(self) -> str:
+        slot = f"{self.array}[{', '.join(str(i) for i in self.index)}]"
+        done, verb = {"read": ("writes", "reads"), "write": ("writes", "also writes"),
+                      "atomic_read": ("updates", "reads"), "atomic_write": ("updates", "writes")}[self.kind]
+        how = " atomically" if self.kind.startswith("atomic") else ""
+        where = ("before the first cuda.syncthreads()" if self.interval == 0 else
+                 f"after cuda.syncthreads() number {self.interval}")
+        return (f"shared-memory race in block {_short(self.block)}: thread {_short(self.writer)} "
+                f"{done} {slot}{how} and thread {_short(self.other)} {verb} it with no "
+                f"cuda.syncthreads() between them ({where}), so the result depends on which "
+                f"thread runs first")
+
+    @property
+    def remedy(self) -> str:
+        if self.kind == "write":
+            return ("Let one thread write the slot, or add with cuda.atomic.add, or put a "
+                    "cuda.syncthreads() between the writes.")
+        return "Put a cuda.syncthreads() between the write and the read."
+
+
+def _short(index: tuple) -> str:
+    """(3, 0, 0) -> '(3)', (1, 2, 0) -> '(1, 2)': trailing unused dimensions dropped."""
+    values = list(index)
+    while len(values) > 1 and values[-1] == 0:
+        values.pop()
+    return "(" + ", ".join(str(v) for v in values) + ")"
 
 
 @dataclass
@@ -26,9 +100,11 @@ class AccessCounts:
 
     ``per_thread`` maps (blockIdx, threadIdx) (tuples of 3 ints) to a Counter over
     :data:`ACCESS_KINDS`. Every launched thread has an entry, even one that did nothing.
+    ``races`` lists the shared-memory races found (empty for a correct kernel).
     """
 
     per_thread: dict = field(repr=False)
+    races: list = field(default_factory=list)
 
     @property
     def threads(self) -> int:
@@ -64,11 +140,14 @@ class AccessCounts:
 
 
 class _Recorder:
-    """Thread-safe tally of accesses, keyed by the simulated thread's indices."""
+    """Thread-safe tally of accesses, keyed by the simulated thread's indices, and the log of
+    shared-memory accesses per (block, barrier interval, array, slot) for the race check."""
 
     def __init__(self):
         self.lock = threading.Lock()
         self.per_thread: dict = {}
+        self.barriers: Counter = Counter()   # thread key -> syncthreads() calls passed
+        self.slots: dict = {}   # (block, interval, array, index) -> (writers, readers, atomic)
 
     def key(self):
         t = threading.current_thread()
@@ -84,18 +163,75 @@ class _Recorder:
         with self.lock:
             self.per_thread.setdefault(key, Counter())
 
+    def barrier(self) -> None:
+        key = self.key()
+        with self.lock:
+            self.barriers[key] += 1
+
+    def shared_access(self, array: str, indices, how: str) -> None:
+        """Note that the calling thread touched these slots; ``how`` is 'write', 'read' or
+        'atomic'."""
+        block, thread = key = self.key()
+        slot = ("write", "read", "atomic").index(how)
+        with self.lock:
+            interval = self.barriers[key]
+            for index in indices:
+                sets = self.slots.setdefault((block, interval, array, index), (set(), set(), set()))
+                sets[slot].add(thread)
+
+    def races(self) -> list[Race]:
+        """Every racy slot, in a fixed order (block, interval, array, index)."""
+        found = []
+        for (block, interval, array, index), (writers, readers, atomic) in sorted(self.slots.items()):
+            if atomic and (writers or readers) and len(atomic | writers | readers) > 1:
+                first = min(atomic)
+                plain_writers, plain_readers = writers - {first}, readers - {first}
+                if plain_writers or plain_readers:
+                    other = min(plain_writers or plain_readers)
+                    kind = "atomic_write" if plain_writers else "atomic_read"
+                else:   # the first thread also touched the slot plainly, another updated it
+                    other, first = first, min(atomic - {first})
+                    kind = "atomic_write" if other in writers else "atomic_read"
+                found.append(Race(block, interval, array, index, first, other, kind))
+                continue
+            if not writers:
+                continue
+            first = min(writers)
+            others = sorted(writers - {first})
+            if others:
+                found.append(Race(block, interval, array, index, first, others[0], "write"))
+                continue
+            readers = sorted(readers - {first})
+            if readers:
+                found.append(Race(block, interval, array, index, first, readers[0], "read"))
+        return found
+
+
+def _flat_indices(shape: tuple, index) -> list[tuple]:
+    """The element indices an index expression touches, each checked to be inside ``shape``
+    (negative indices are out of bounds on a GPU; NumPy would wrap them)."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if all(isinstance(p, (int, np.integer)) for p in parts):
+        if len(parts) != len(shape) or any(not 0 <= int(p) < s for p, s in zip(parts, shape)):
+            raise IndexError(f"index {tuple(int(p) for p in parts)} is out of bounds for an array "
+                             f"of shape {shape} (a GPU reads or writes outside the array here)")
+        return [tuple(int(p) for p in parts)]
+    grid = np.indices(shape).reshape(len(shape), -1).T.reshape(shape + (len(shape),))
+    return [tuple(int(v) for v in row) for row in np.asarray(grid[index]).reshape(-1, len(shape))]
+
 
 class CountingArray:
     """An array stand-in that counts element reads and writes of the calling thread.
 
-    ``space`` is 'global' or 'shared'. Shape, size, ndim and dtype are free (on a GPU
-    they are kernel parameters, not memory traffic).
+    ``space`` is 'global' or 'shared'; ``name`` names a shared array in race reports. Shape,
+    size, ndim and dtype are free (on a GPU they are kernel parameters, not memory traffic).
     """
 
-    def __init__(self, array: np.ndarray, space: str, recorder: _Recorder):
+    def __init__(self, array: np.ndarray, space: str, recorder: _Recorder, name: str = ""):
         self._array = array
         self._space = space
         self._recorder = recorder
+        self._name = name
         self.shape = array.shape
         self.size = array.size
         self.ndim = array.ndim
@@ -104,36 +240,43 @@ class CountingArray:
     def __len__(self):
         return len(self._array)
 
+    def _touch(self, index, write: bool) -> None:
+        cells = _flat_indices(self.shape, index)
+        kind = "writes" if write else "reads"
+        self._recorder.add(f"{self._space}_{kind}", len(cells))
+        if self._space == "shared":
+            self._recorder.shared_access(self._name, cells, "write" if write else "read")
+
     def __getitem__(self, index):
-        value = self._array[index]
-        self._recorder.add(f"{self._space}_reads", int(np.size(value)))
-        return value
+        self._touch(index, write=False)
+        return self._array[index]
 
     def __setitem__(self, index, value):
+        self._touch(index, write=True)
         self._array[index] = value
-        self._recorder.add(f"{self._space}_writes", int(np.size(self._array[index])))
+
+
+_NAME = re.compile(r"(\w+)\s*=\s*cuda\.shared\.array")
 
 
 def _counting_shared_array(recorder: _Recorder):
-    """A replacement for the simulator's ``cuda.shared.array`` returning counting arrays.
-
-    Like the simulator, one allocation per source line of the kernel, shared by the
-    threads of a block (the simulator makes a fresh shared-memory object per block).
-    """
-    from numba.core import types
-    from numba.np import numpy_support
-
+    """A replacement for ``cuda.shared.array``: one zero-filled counting array per block and
+    per source line of the kernel (the plain simulator keeps one per launch, uninitialised)."""
     lock = threading.Lock()
+    allocations: dict = {}
 
     def array(self, shape, dtype):
         if isinstance(dtype, types.Type):
             dtype = numpy_support.as_dtype(dtype)
         caller = sys._getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)
+        block = tuple(threading.current_thread().blockIdx)
+        key = (block, caller.f_code.co_filename, caller.f_lineno)
         with lock:
-            allocations = self.__dict__.setdefault("_counting_allocations", {})
             if key not in allocations:
-                allocations[key] = CountingArray(np.zeros(shape, dtype), "shared", recorder)
+                found = _NAME.search(linecache.getline(caller.f_code.co_filename, caller.f_lineno))
+                name = found.group(1) if found else f"shared array of line {caller.f_lineno}"
+                shape = tuple(shape) if isinstance(shape, tuple) else (int(shape),)
+                allocations[key] = CountingArray(np.zeros(shape, dtype), "shared", recorder, name)
             return allocations[key]
 
     return array
@@ -144,7 +287,12 @@ def _counting_atomic_add(recorder: _Recorder):
 
     def add(self, array, index, val):
         target = array._array if isinstance(array, CountingArray) else array
-        recorder.add("atomics")
+        shared = isinstance(array, CountingArray) and array._space == "shared"
+        if isinstance(array, CountingArray):
+            cells = _flat_indices(array.shape, index)   # bounds check
+            if shared:
+                recorder.shared_access(array._name, cells, "atomic")
+        recorder.add("shared_atomics" if shared else "atomics")
         with lock:
             old = target[index]
             target[index] += val
@@ -153,28 +301,17 @@ def _counting_atomic_add(recorder: _Recorder):
     return add
 
 
-def count_accesses(kernel, grid, block, *args) -> AccessCounts:
-    """Run ``kernel[grid, block](*args)`` in the CUDA simulator and count memory accesses.
+def _recording_sync(recorder: _Recorder):
+    """BlockThread.syncthreads that first notes the barrier for the calling thread."""
+    from numba.cuda.simulator.kernel import BlockThread
 
-    NumPy array arguments are global memory; arrays from ``cuda.shared.array`` are shared
-    memory; ``cuda.atomic.add`` counts as one atomic (not as a read plus a write). Array
-    arguments are updated in place, as after a normal launch. Works whether or not a GPU
-    is present (the kernel's Python source is what runs). Keep launches small: the
-    simulator uses one OS thread per GPU thread.
-    """
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
-    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAShared
+    original = BlockThread.syncthreads
 
-    recorder = _Recorder()
-    wrapped = [CountingArray(a, "global", recorder) if isinstance(a, np.ndarray) and a.ndim > 0 else a
-               for a in args]
-    fn = getattr(kernel, "py_func", kernel)
-    simulated = FakeCUDAKernel(fn, device=False)
-    with mock.patch.object(FakeCUDAShared, "array", _counting_shared_array(recorder)), \
-            mock.patch.object(FakeCUDAAtomic, "add", _counting_atomic_add(recorder)), \
-            mock.patch("numba.cuda.simulator.kernel.BlockThread.run", _touching_run(recorder)):
-        simulated[grid, block](*wrapped)
-    return AccessCounts(dict(recorder.per_thread))
+    def syncthreads(self):
+        recorder.barrier()
+        original(self)
+
+    return syncthreads
 
 
 def _touching_run(recorder: _Recorder):
@@ -190,4 +327,39 @@ def _touching_run(recorder: _Recorder):
     return run
 
 
-# ------------------------------------------------------- warps: divergence, coalescing
+def count_accesses(kernel, grid, block, *args, races: str = "raise") -> AccessCounts:
+    """Run ``kernel[grid, block](*args)`` in the CUDA simulator and count memory accesses.
+
+    NumPy array arguments are global memory; arrays from ``cuda.shared.array`` are shared
+    memory (zero-filled, one set per block); ``cuda.atomic.add`` counts as one atomic (not as
+    a read plus a write). Array arguments are updated in place, as after a normal launch.
+    An index outside an array raises ``IndexError``. With ``races='raise'`` (default) a
+    shared-memory race raises :class:`SharedMemoryRace` after the launch, naming the first
+    few; with ``races='record'`` they are only listed in ``AccessCounts.races``. Works
+    whether or not a GPU is present (the kernel's Python source is what runs). Keep launches
+    small: the simulator uses one OS thread per GPU thread.
+    """
+    # imported here, not at the top: importing numba.cuda (which the simulator package does)
+    # must wait until course_lib.hardware has chosen between the GPU and the simulator
+    from numba.cuda.simulator.kernel import BlockThread, FakeCUDAKernel
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAShared
+
+    if races not in ("raise", "record"):
+        raise ValueError("races must be 'raise' or 'record'")
+    recorder = _Recorder()
+    wrapped = [CountingArray(a, "global", recorder) if isinstance(a, np.ndarray) and a.ndim > 0 else a
+               for a in args]
+    fn = getattr(kernel, "py_func", kernel)
+    simulated = FakeCUDAKernel(fn, device=False)
+    with mock.patch.object(FakeCUDAShared, "array", _counting_shared_array(recorder)), \
+            mock.patch.object(FakeCUDAAtomic, "add", _counting_atomic_add(recorder)), \
+            mock.patch.object(BlockThread, "syncthreads", _recording_sync(recorder)), \
+            mock.patch.object(BlockThread, "run", _touching_run(recorder)):
+        simulated[grid, block](*wrapped)
+    result = AccessCounts(dict(recorder.per_thread), recorder.races())
+    if result.races and races == "raise":
+        more = len(result.races) - 1
+        first = result.races[0]
+        raise SharedMemoryRace(f"{first}" + (f" ({more} more racy slot(s))" if more else "")
+                               + f". {first.remedy}")
+    return result

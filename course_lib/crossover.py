@@ -3,8 +3,10 @@
 A GPU pays a fixed cost per call (kernel launch, transfers, Python overhead) and then
 processes large problems quickly; a CPU starts faster but grows steeply. The size where
 the lines cross is the *crossover*. Here every line is measured on this machine; GPU
-backends are timed only on a real GPU (the Numba CUDA simulator is never timed), and
-seed 004's GPU figures are drawn beside the local lines, labelled with their source.
+backends are timed only on a real GPU (the Numba CUDA simulator is never timed), with their
+data kept on the device between calls, and seed 004's GPU figures are drawn beside the local
+lines, labelled with their source. (Finding the crossover size in a sweep is lesson 04's
+exercise 4, so it is not a library function.)
 """
 from __future__ import annotations
 
@@ -13,24 +15,24 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .hardware import DATA_DIR
+from .distance import BACKENDS, available_backends, sqdist_numba_cuda, squared_distances
+from .hardware import DATA_DIR, numba_cuda_mode
+from .timing import benchmark
 
 
 @dataclass
 class Sweep:
-    """Median seconds per call of each backend at each size (NaN where not timed)."""
+    """Median seconds per call of each backend at each size (NaN where not timed), and for each
+    backend the label line of the device its timings ran on (``Timing.measured_on()``)."""
 
     sizes: list[int]
     seconds: dict[str, list[float]] = field(default_factory=dict)
-    device: str = ""
+    measured_on: dict[str, str] = field(default_factory=dict)
     not_timed: dict[str, str] = field(default_factory=dict)
 
 
 def timed_backends() -> tuple[list[str], dict[str, str]]:
     """(backends to time here, {backend: why it is not timed}) for the distance matrix."""
-    from .distance import BACKENDS, available_backends
-    from .hardware import numba_cuda_mode
-
     skipped = {}
     chosen = []
     for name in BACKENDS:
@@ -43,53 +45,58 @@ def timed_backends() -> tuple[list[str], dict[str, str]]:
     return chosen, skipped
 
 
+def _call_for(backend: str, x):
+    """(the call to time, the device it computes on) for one backend and a NumPy input x.
+
+    GPU backends get their data on the device once, before timing: CuPy a CuPy array,
+    Numba CUDA device arrays for x and for the output, which every call reuses; the timed
+    call then only launches kernels (a copy through host memory on every call would cost
+    more than the kernel, and would hide the GPU's advantage at every size).
+    """
+    if backend == "cupy":
+        import cupy  # optional: only on machines with a GPU
+
+        x_gpu = cupy.asarray(x)
+        return (lambda: squared_distances(x_gpu, x_gpu, backend)), "cupy"
+    if backend == "numba-cuda":
+        from .kernels import cuda  # here: importing kernels decides GPU or simulator (a probe)
+
+        x_dev = cuda.to_device(x)
+        out_dev = cuda.device_array((len(x), len(x)), dtype=x.dtype)
+        def call():
+            sqdist_numba_cuda(x_dev, x_dev, out=out_dev)
+            cuda.synchronize()      # Numba's own stream; torch's synchronize may not see it
+
+        return call, "cuda:0"
+    return (lambda: squared_distances(x, x, backend)), "cpu"
+
+
 def sweep(sizes, backends=None, d: int = 3, repeat: int = 3, seed: int = 0,
           max_seconds_per_call: float = 0.5) -> Sweep:
     """Time ``distance.squared_distances(x, x, backend)`` for n points in d dimensions.
 
-    A backend that took longer than ``max_seconds_per_call`` at one size is not run at
-    larger sizes (NaN there), which keeps a sweep short on a slow machine.
+    GPU backends keep x and the output on the device (see :func:`_call_for`). A backend that
+    took longer than ``max_seconds_per_call`` at one size is not run at larger sizes (NaN
+    there), which keeps a sweep short on a slow machine.
     """
-    from .distance import squared_distances
-    from .hardware import device_label
-    from .timing import benchmark
-
     chosen, skipped = timed_backends()
     if backends is not None:
         chosen = [b for b in chosen if b in backends]
         skipped = {b: why for b, why in skipped.items() if b in backends}
     rng = np.random.default_rng(seed)
-    result = Sweep(list(sizes), {b: [] for b in chosen}, device_label(), skipped)
+    result = Sweep(list(sizes), {b: [] for b in chosen}, {}, skipped)
     for backend in chosen:
-        sync = "cupy" if backend == "cupy" else None
         too_slow = False
         for n in sizes:
             if too_slow:
                 result.seconds[backend].append(float("nan"))
                 continue
-            x = rng.random((n, d))
-            if backend == "cupy":
-                import cupy
-
-                x = cupy.asarray(x)
-            t = benchmark(lambda: squared_distances(x, x, backend), device=sync, warmup=1,
-                          repeat=repeat, min_repeat_time=0.005)
+            fn, device = _call_for(backend, rng.random((n, d)))
+            t = benchmark(fn, device=device, warmup=1, repeat=repeat, min_repeat_time=0.005)
             result.seconds[backend].append(t.median)
+            result.measured_on[backend] = t.measured_on()
             too_slow = t.median > max_seconds_per_call
     return result
-
-
-def crossover_size(sizes, slow_at_small, fast_at_large):
-    """The smallest size from which ``fast_at_large`` is faster at this and every larger
-    size (None if it never is). Both timing lists are seconds per size; NaN counts as
-    'not faster'."""
-    answer = None
-    for n, a, b in zip(reversed(list(sizes)), reversed(list(slow_at_small)), reversed(list(fast_at_large))):
-        if b < a:
-            answer = n
-        else:
-            break
-    return answer
 
 
 def seed_gpu_figures() -> list[dict]:
@@ -116,7 +123,7 @@ def plot(result: Sweep, baseline: str = "numpy-matmul", axes=None):
     left.set_yscale("log")
     left.set_xlabel("number of points n (d = 3)")
     left.set_ylabel("median seconds per call")
-    left.set_title(f"measured here on: {result.device}", fontsize=9)
+    left.set_title("\n".join(sorted(set(result.measured_on.values()))), fontsize=9)
     left.grid(True, which="both", alpha=0.3)
     left.legend(fontsize=8)
 

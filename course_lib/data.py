@@ -264,13 +264,17 @@ class SlowDataset(Dataset):
 
 
 def make_loader(dataset: Dataset, batch_size: int = 64, num_workers: int = 0,
-                shuffle: bool = True, seed: int = 0, **kwargs) -> DataLoader:
-    """A ``DataLoader`` over ``dataset`` with a seeded shuffle; pins memory when a GPU is present.
+                shuffle: bool = True, seed: int = 0, device=None, **kwargs) -> DataLoader:
+    """A ``DataLoader`` over ``dataset`` with a seeded shuffle.
 
     ``num_workers`` worker processes prepare batches while the model trains (0: the training
-    process loads every batch itself, in between steps).
+    process loads every batch itself, in between steps). ``device`` is where the batches will
+    be used: only when it is a usable CUDA GPU are they put in pinned (page-locked) host memory,
+    which lets the copy to the GPU run asynchronously (lesson 07). A CPU run is never pinned,
+    even on a machine that has a GPU: pinning would cost time and CUDA memory for nothing.
     """
-    kwargs.setdefault("pin_memory", torch.cuda.is_available())
+    on_cuda = device is not None and torch.device(device).type == "cuda"
+    kwargs.setdefault("pin_memory", on_cuda and torch.cuda.is_available())
     if num_workers > 0:
         kwargs.setdefault("persistent_workers", False)
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, num_workers=num_workers,

@@ -11,7 +11,8 @@ Backends (:data:`BACKENDS`):
   (BLAS), temporaries are (m, n);
 - ``cupy``: the matmul form on the GPU with CuPy (needs a usable GPU);
 - ``numba-cpu``: a compiled loop nest, rows split across CPU cores (``prange``);
-- ``numba-cuda``: the kernel of :mod:`course_lib.kernels` (GPU, or the simulator).
+- ``numba-cuda``: the kernel of :mod:`course_lib.kernels` (GPU, or the simulator); pass
+  device arrays to keep the data on the GPU between calls (:func:`sqdist_numba_cuda`).
 
 ``chunked_squared_distances`` computes the matrix a block of rows at a time so that the
 temporaries of one block stay under a memory budget (bytes).
@@ -21,6 +22,9 @@ from __future__ import annotations
 import numpy as np
 
 from .arrays import asnumpy, get_array_module
+from .arrays import xp as array_module
+from .hardware import cupy_usable
+from .timing import benchmark
 
 BACKENDS = ("numpy-broadcast", "numpy-matmul", "cupy", "numba-cpu", "numba-cuda")
 CPU_BACKENDS = ("numpy-broadcast", "numpy-matmul", "numba-cpu")
@@ -118,8 +122,6 @@ def sqdist_numba_cpu(x, y=None, out=None):
 
 def sqdist_cupy(x, y=None):
     """Squared distances on the GPU with CuPy (matmul form); returns a CuPy array."""
-    from .arrays import xp as array_module
-
     cp = array_module(prefer_gpu=True)
     if cp is np:
         raise RuntimeError("the cupy backend needs a GPU that CuPy can use; none here")
@@ -127,11 +129,22 @@ def sqdist_cupy(x, y=None):
     return sqdist_matmul(x, None if y is None else cp.asarray(y))
 
 
-def sqdist_numba_cuda(x, y=None):
-    """Squared distances with the Numba CUDA kernel (GPU, or the simulator: keep it small)."""
-    from .kernels import squared_distances
+def sqdist_numba_cuda(x, y=None, out=None):
+    """Squared distances with lesson 03's Numba CUDA kernel (GPU, or the simulator: keep it
+    small there).
 
-    return squared_distances(asnumpy(x), None if y is None else asnumpy(y))
+    NumPy inputs are copied to the GPU and the result back on every call. Device arrays
+    (``cuda.to_device(x)`` once, and ``out=cuda.device_array((m, n))`` once) stay on the
+    device: the call then only launches the kernel and returns ``out`` on the device, which
+    is how a GPU beats the CPU at large n (the copies cost more than the kernel).
+    """
+    # imported here, not at the top: importing kernels decides between GPU and simulator
+    # (a probe kernel), which the CPU backends of this module never need
+    from .kernels import launch_squared_distance
+
+    if hasattr(x, "__cuda_array_interface__"):
+        return launch_squared_distance(x, y, out)
+    return launch_squared_distance(asnumpy(x), None if y is None else asnumpy(y), out)
 
 
 _IMPLEMENTATIONS = {
@@ -146,8 +159,6 @@ _IMPLEMENTATIONS = {
 def available_backends() -> list[str]:
     """The backends that run here (CuPy only with a usable GPU; numba-cuda always, in the
     simulator without a GPU)."""
-    from .hardware import cupy_usable
-
     return [b for b in BACKENDS if b != "cupy" or cupy_usable()]
 
 
@@ -209,14 +220,13 @@ def chunked_squared_distances(x, y=None, budget_bytes: int = 64 * 2**20,
 
 
 # --------------------------------------------------------------------- profiling
-def time_matmul_form_steps(x, repeat: int = 5) -> dict[str, float]:
-    """Median seconds of each line of the matmul form for x against itself, the way a line
+def time_matmul_form_steps(x, repeat: int = 5) -> dict:
+    """{line: Timing} for each line of the matmul form for x against itself, the way a line
     profiler (``kernprof -l``, ``%lprun``) would attribute time: squared norms, the matrix
-    product, and combining the three terms. Works for NumPy and CuPy arrays."""
-    from .timing import benchmark
-
+    product, and combining the three terms. Works for NumPy and CuPy arrays; each Timing
+    (seconds per call in ``.median``) names the device it ran on (``.measured_on()``)."""
     xp = get_array_module(x)
-    sync = "cupy" if xp is not np else None
+    device = "cupy" if xp is not np else "cpu"
     norms = (x * x).sum(axis=1)
     gram = x @ x.T
     steps = {
@@ -224,5 +234,5 @@ def time_matmul_form_steps(x, repeat: int = 5) -> dict[str, float]:
         "product: x @ x.T": lambda: x @ x.T,
         "combine: x2 - 2 xy + y2": lambda: xp.maximum(norms[:, None] - 2.0 * gram + norms[None, :], 0.0),
     }
-    return {name: benchmark(fn, device=sync, warmup=1, repeat=repeat, min_repeat_time=0.005).median
+    return {name: benchmark(fn, label=name, device=device, warmup=1, repeat=repeat, min_repeat_time=0.005)
             for name, fn in steps.items()}

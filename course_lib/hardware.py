@@ -1,21 +1,23 @@
-"""What this machine has: CPU, caches, RAM, CUDA GPUs, CuPy and Numba CUDA.
+"""What this machine has: CPU, caches, RAM, CUDA GPUs, CuPy and Numba CUDA (lessons 00, 01,
+02, 12, and every lesson that labels a measurement with :func:`describe_device`).
 
-Also the cited tables in ``data/`` (latency numbers, device specs) and the switch
-that puts Numba CUDA into its simulator when no GPU is usable.
+Also the cited tables in ``data/`` (latency numbers, device specs). Whether Numba CUDA kernels
+run on the GPU or in the simulator is decided in :mod:`course_lib.cuda_simulator`; its
+functions are re-exported here.
 
 Every function here is cheap to call twice: expensive probes are cached.
 """
 from __future__ import annotations
 
 import csv
-import ctypes
-import ctypes.util
 import functools
 import os
 import platform
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from .cuda_simulator import (numba_cuda, numba_cuda_mode, numba_cuda_reason,  # noqa: F401
+                             prepare_numba_cuda, probe_numba_cuda_kernel)
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 
@@ -128,23 +130,6 @@ def cuda_gpus() -> list[GpuInfo]:
     return gpus
 
 
-@functools.lru_cache(maxsize=1)
-def _driver_sees_gpu() -> bool:
-    """True when the CUDA driver library loads and reports at least one device.
-
-    Cheap and torch-free, so it can run before ``numba.cuda`` is imported.
-    """
-    name = ctypes.util.find_library("cuda") or ("libcuda.so.1" if sys.platform == "linux" else None)
-    if not name:
-        return False
-    try:
-        lib = ctypes.CDLL(name)
-        count = ctypes.c_int(0)
-        return lib.cuInit(0) == 0 and lib.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
-    except OSError:
-        return False
-
-
 def cupy_usable() -> bool:
     """True when CuPy imports *and* can allocate on a GPU.
 
@@ -159,49 +144,6 @@ def cupy_usable() -> bool:
         return bool(cupy.cuda.is_available())
     except Exception:
         return False
-
-
-# --------------------------------------------------------------- Numba CUDA switch
-_SIM_NOTICE = ("course_lib: no usable CUDA GPU, so Numba CUDA kernels run in the CUDA simulator "
-               "(correct results, one CPU thread per GPU thread, not timed).")
-_notice_shown = False
-
-
-def prepare_numba_cuda() -> bool:
-    """Switch Numba to its CUDA simulator when no GPU is usable; return True if simulated.
-
-    Must run before ``numba.cuda`` is first imported: Numba reads ``NUMBA_ENABLE_CUDASIM``
-    once, at that import. If ``numba.cuda`` was already imported, the choice made then stands.
-    """
-    if "numba.cuda" in sys.modules:
-        return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") in ("0", "1"):  # the user decided
-        return os.environ["NUMBA_ENABLE_CUDASIM"] == "1"
-    simulated = not _driver_sees_gpu()
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if simulated else "0"
-    if "numba" in sys.modules:  # numba read its config at import: make it read it again
-        from numba.core import config
-
-        config.reload_config()
-    return simulated
-
-
-def numba_cuda():
-    """Return the ``numba.cuda`` module, real or simulated, printing a one-line notice once
-    when it is the simulator."""
-    global _notice_shown
-    simulated = prepare_numba_cuda()
-    from numba import cuda
-
-    if simulated and not _notice_shown:
-        print(_SIM_NOTICE)
-        _notice_shown = True
-    return cuda
-
-
-def numba_cuda_mode() -> str:
-    """'real' when Numba CUDA kernels run on a GPU, 'simulator' otherwise."""
-    return "simulator" if prepare_numba_cuda() else "real"
 
 
 # ------------------------------------------------------------------ the whole box
@@ -229,8 +171,9 @@ def describe() -> dict:
         fallbacks.append("torch runs on the CPU (no CUDA GPU)")
     if not cupy_ok:
         fallbacks.append("arrays use NumPy (CuPy has no usable GPU)")
-    if mode == "simulator":
-        fallbacks.append("Numba CUDA kernels run in the CUDA simulator")
+    if mode != "real":  # why: numba_cuda_reason(), printed by doctor and lesson 00
+        fallbacks.append("Numba CUDA kernels run in the CUDA simulator" if mode == "simulator"
+                         else "Numba CUDA kernels fail: numba.cuda was imported before course_lib")
     if len(gpus) < 2:
         fallbacks.append("multi-GPU lessons use several CPU processes with the gloo backend")
     return {
@@ -244,18 +187,35 @@ def describe() -> dict:
         "cupy_usable": cupy_ok,
         "array_module": "cupy" if cupy_ok else "numpy",
         "numba_cuda": mode,
+        "numba_cuda_reason": numba_cuda_reason(),
         "distributed_backends": distributed_backends(),
         "fallbacks": fallbacks,
     }
 
 
-def device_label() -> str:
-    """A short human label of where torch computes by default, for 'measured here on: ...'."""
-    gpus = cuda_gpus()
-    if gpus:
-        return f"{gpus[0].name} (CUDA GPU)"
-    cpu = cpu_info()
-    return f"{cpu.model}, {cpu.physical_cores} cores (CPU)"
+def describe_device(device="cpu", threads: int | None = None) -> str:
+    """Name the torch device ``device`` ('cpu', 'cuda:0', a ``torch.device``, 'cupy') in words:
+    a CPU by its model and ``threads`` (default: torch's thread count now), a GPU by its name and
+    index. Only the device asked about is named, never another one the machine also has."""
+    import torch
+
+    name = str(device if device is not None else "cpu")
+    if name == "cupy":  # CuPy's current device
+        import cupy
+
+        name = f"cuda:{cupy.cuda.Device().id}"
+    dev = torch.device(name)
+    if dev.type == "cpu":
+        cpu = cpu_info()
+        n = torch.get_num_threads() if threads is None else int(threads)
+        return (f"{cpu.model} (CPU, {n} thread{'s' if n != 1 else ''} of "
+                f"{cpu.logical_cores} logical cores)")
+    if dev.type == "cuda":
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        return f"{torch.cuda.get_device_name(index)} (CUDA GPU cuda:{index})"
+    if dev.type == "mps":
+        return f"Apple GPU (mps, {platform.machine()})"
+    return name
 
 
 # ----------------------------------------------------------------- cited tables
@@ -281,3 +241,18 @@ def device_specs() -> list[dict]:
                     "bandwidth_gbs"):
             row[key] = float(row[key]) if row.get(key) else float("nan")
     return rows
+
+
+def spec_for(device_name: str) -> dict | None:
+    """The row of :func:`device_specs` for the GPU called ``device_name`` (as torch names it,
+    e.g. 'NVIDIA H100 80GB HBM3' -> the 'NVIDIA H100 SXM5' row), or None if the table lacks it.
+    A row matches when its model number (H100, A100, V100, T4, K80, 1080) is a word of the name."""
+    words = set(device_name.replace("-", " ").split())
+    for row in device_specs():
+        if row["kind"] != "GPU":
+            continue
+        models = [w for w in row["device"].split() if any(ch.isdigit() for ch in w)
+                  and w not in ("80GB", "SXM2", "SXM4", "SXM5", "(per", "board)")]
+        if models and models[0] in words:
+            return row
+    return None

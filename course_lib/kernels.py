@@ -3,7 +3,13 @@
 Every kernel here is plain ``@cuda.jit`` code: on a machine with an NVIDIA GPU it is
 compiled for the GPU, elsewhere it runs in Numba's CUDA simulator (one CPU thread per
 GPU thread; see :func:`course_lib.hardware.numba_cuda`). The launch helpers choose the
-grid and block sizes, copy inputs to the device and the result back, and return NumPy.
+grid and block sizes, copy NumPy inputs to the device and the result back (arrays already on
+the device stay there), and in the simulator run every launch checked for shared-memory
+races and out-of-bounds indices (:mod:`course_lib.access_counts`).
+
+Only kernels that no exercise asks for live here: lesson 03's lecture defines its tiled
+matmul and its shared-memory reduction in the notebook, and the exercises ask for other
+kernels (pooling, dot product, scan, row sums, ...), so no answer can be imported.
 
 Index convention for 2-D kernels: ``x, y = cuda.grid(2)``; **x is the column, y the
 row**. Neighbouring threads of a warp (consecutive ``threadIdx.x``) then touch
@@ -11,12 +17,15 @@ neighbouring elements of a row-major array, so their global loads coalesce.
 
 ``launch(..., count=True)`` runs a kernel under :func:`course_lib.access_counts.count_accesses`
 (reads and writes per thread, the idea of GPU-Puzzles). :func:`warp_passes` and
-:func:`warp_transactions` model divergence and coalescing for one warp.
+:func:`warp_transactions` model divergence and coalescing for one warp; their defaults
+(32 threads per warp, 128-byte memory segments) are the figures of NVIDIA's CUDA C++
+Programming Guide (sections "SIMT Architecture" and "Device Memory Accesses").
 """
 from __future__ import annotations
 
 import math
 import sys
+import warnings
 
 import numpy as np
 
@@ -41,9 +50,8 @@ cuda = _cuda_module()
 from numba import float32, float64  # noqa: E402  (after the simulator switch)
 
 TILE = 8
-"""Edge of the square tile (threads per block side) used by the tiled matmul, in elements."""
-REDUCE_THREADS = 64
-"""Threads per block of the shared-memory reduction (a power of two)."""
+"""Edge of the square blocks of the 2-D kernels and of lesson 03's tiled matmul, in threads
+(elements)."""
 
 
 # ------------------------------------------------------------------ launch geometry
@@ -101,65 +109,11 @@ def matmul_naive_kernel(a, b, c):
 
 
 @cuda.jit
-def matmul_tiled_kernel(a, b, c):
-    """c = a @ b with TILE x TILE tiles staged in shared memory.
-
-    Each block computes one TILE x TILE tile of ``c``. In every phase each thread loads
-    one element of ``a`` and one of ``b`` into shared memory; after ``syncthreads`` the
-    whole block reuses them TILE times. Elements outside the matrices load as zero.
-    """
-    a_tile = cuda.shared.array((TILE, TILE), float32)
-    b_tile = cuda.shared.array((TILE, TILE), float32)
-    tx = cuda.threadIdx.x
-    ty = cuda.threadIdx.y
-    j, i = cuda.grid(2)
-    acc = 0.0
-    for phase in range((a.shape[1] + TILE - 1) // TILE):
-        k_a = phase * TILE + tx
-        k_b = phase * TILE + ty
-        if i < a.shape[0] and k_a < a.shape[1]:
-            a_tile[ty, tx] = a[i, k_a]
-        else:
-            a_tile[ty, tx] = 0.0
-        if k_b < b.shape[0] and j < b.shape[1]:
-            b_tile[ty, tx] = b[k_b, j]
-        else:
-            b_tile[ty, tx] = 0.0
-        cuda.syncthreads()          # the tile is complete before anyone reads it
-        for k in range(TILE):
-            acc += a_tile[ty, k] * b_tile[k, tx]
-        cuda.syncthreads()          # everyone is done before the tile is overwritten
-    if i < c.shape[0] and j < c.shape[1]:
-        c[i, j] = acc
-
-
-@cuda.jit
-def block_sum_kernel(x, partial):
-    """partial[b] = sum of block b's slice of x, by a tree reduction in shared memory."""
-    buf = cuda.shared.array(REDUCE_THREADS, float64)
-    t = cuda.threadIdx.x
-    i = cuda.grid(1)
-    if i < x.size:
-        buf[t] = x[i]
-    else:
-        buf[t] = 0.0
-    cuda.syncthreads()
-    stride = cuda.blockDim.x // 2
-    while stride > 0:
-        if t < stride:
-            buf[t] += buf[t + stride]
-        cuda.syncthreads()
-        stride //= 2
-    if t == 0:
-        partial[cuda.blockIdx.x] = buf[0]
-
-
-@cuda.jit
 def histogram_kernel(x, lo, hi, counts):
     """counts[b] += 1 for the bin b of every x in [lo, hi] (equal-width bins, last one
     closed like NumPy's); threads that hit the same bin collide, so the add is atomic."""
     i = cuda.grid(1)
-    if i < x.size:
+    if i < x.shape[0]:
         v = x[i]
         if v >= lo and v <= hi:
             nbins = counts.size
@@ -170,25 +124,43 @@ def histogram_kernel(x, lo, hi, counts):
 
 
 # -------------------------------------------------------------------- launch helpers
-def launch(kernel, grid, block, args, out_index: int = -1, count: bool = False):
-    """Launch ``kernel[grid, block](*args)`` and return ``args[out_index]`` as NumPy.
+def _on_device(value) -> bool:
+    """True for an array that already lives on the GPU (a Numba device array, or anything
+    with ``__cuda_array_interface__``, e.g. a CuPy array), or the simulator's stand-in for one."""
+    return hasattr(value, "__cuda_array_interface__") or type(value).__name__ == "FakeCUDAArray"
 
-    On a GPU, NumPy arguments are copied to the device first and the output back after.
-    With ``count=True`` the launch runs in the simulator and returns (output, AccessCounts).
+
+def _host_view(value):
+    """The NumPy array behind a simulated device array (updated in place by a launch), so the
+    checked simulator counts and bounds-checks it like any global array."""
+    return value._ary if type(value).__name__ == "FakeCUDAArray" else value
+
+
+def launch(kernel, grid, block, args, out_index: int = -1, count: bool = False):
+    """Launch ``kernel[grid, block](*args)`` and return ``args[out_index]``.
+
+    On a GPU, NumPy arguments are copied to the device first and the output back after, as
+    a NumPy array; arguments already on the device are used where they are, and when the
+    output is one of them it is returned as it is, nothing copied (call
+    ``cuda.synchronize()`` before timing it). In the simulator every launch is the checked
+    one of :func:`course_lib.access_counts.count_accesses`: shared memory zero-filled per
+    block, indices bounds-checked, a shared-memory race raises ``SharedMemoryRace``.
+    With ``count=True`` the launch always runs in the simulator and returns
+    (output, AccessCounts).
     """
     if count:
-        counts = count_accesses(kernel, grid, block, *args)
+        counts = count_accesses(kernel, grid, block, *[_host_view(a) for a in args])
         return args[out_index], counts
     if numba_cuda_mode() == "real":
-        import warnings
-
         with warnings.catch_warnings():  # small teaching grids trigger "low occupancy" warnings
             warnings.simplefilter("ignore")
             dev = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
             kernel[grid, block](*dev)
+            if _on_device(args[out_index]):
+                return args[out_index]
             cuda.synchronize()
             return dev[out_index].copy_to_host()
-    kernel[grid, block](*args)
+    count_accesses(kernel, grid, block, *[_host_view(a) for a in args])
     return args[out_index]
 
 
@@ -202,13 +174,28 @@ def vector_add(a, b, threads_per_block: int = 128, count: bool = False):
     return launch(vector_add_kernel, blocks, threads, (a, b, out), 2, count)
 
 
-def squared_distances(x, y=None, block: tuple[int, int] = (TILE, TILE), count: bool = False):
-    """The (m, n) matrix of squared Euclidean distances between rows of x (m, d) and y (n, d)."""
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    y = x if y is None else np.ascontiguousarray(y, dtype=np.float64)
-    if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1]:
+def launch_squared_distance(x, y=None, out=None, block: tuple[int, int] = (TILE, TILE),
+                            count: bool = False):
+    """Launch :func:`squared_distance_kernel` over the (m, n) output for x (m, d) and y (n, d).
+
+    NumPy inputs (float64) are copied to the GPU and the result back, on every call. To keep
+    data on the device, pass device arrays (``cuda.to_device(x)`` once) and a device ``out``
+    (``cuda.device_array((m, n))`` once): then nothing crosses PCIe and ``out`` is returned
+    without a copy (the launch is asynchronous). In the simulator everything is NumPy.
+    """
+    if _on_device(x):
+        y = x if y is None else y
+        if out is None:
+            out = cuda.device_array((x.shape[0], y.shape[0]), dtype=x.dtype)
+    else:
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        y = x if y is None else np.ascontiguousarray(y, dtype=np.float64)
+        if out is None:
+            out = np.zeros((x.shape[0], y.shape[0]))
+    if len(x.shape) != 2 or len(y.shape) != 2 or x.shape[1] != y.shape[1]:
         raise ValueError(f"need (m, d) and (n, d) arrays, got {x.shape} and {y.shape}")
-    out = np.zeros((x.shape[0], y.shape[0]))
+    if tuple(out.shape) != (x.shape[0], y.shape[0]):
+        raise ValueError(f"out has shape {tuple(out.shape)}, need {(x.shape[0], y.shape[0])}")
     grid, block = grid_2d(x.shape[0], y.shape[0], block)
     return launch(squared_distance_kernel, grid, block, (x, y, out), 2, count)
 
@@ -226,27 +213,6 @@ def matmul_naive(a, b, block: tuple[int, int] = (TILE, TILE), count: bool = Fals
     a, b, c = _matmul_operands(a, b)
     grid, block = grid_2d(c.shape[0], c.shape[1], block)
     return launch(matmul_naive_kernel, grid, block, (a, b, c), 2, count)
-
-
-def matmul_tiled(a, b, count: bool = False):
-    """a @ b in float32 with TILE x TILE blocks sharing tiles of a and b in shared memory."""
-    a, b, c = _matmul_operands(a, b)
-    grid, block = grid_2d(c.shape[0], c.shape[1], (TILE, TILE))
-    return launch(matmul_tiled_kernel, grid, block, (a, b, c), 2, count)
-
-
-def block_sums(x, count: bool = False):
-    """Per-block sums of a 1-D array (REDUCE_THREADS elements per block), as float64."""
-    x = np.ascontiguousarray(x, dtype=np.float64).ravel()
-    blocks, threads = grid_1d(x.size, REDUCE_THREADS)
-    partial = np.zeros(blocks)
-    return launch(block_sum_kernel, blocks, threads, (x, partial), 1, count)
-
-
-def reduce_sum(x) -> float:
-    """Sum of all elements: a shared-memory reduction per block, then the few partial
-    sums added on the host."""
-    return float(np.sum(block_sums(x)))
 
 
 def histogram(x, bins: int, lo: float, hi: float, threads_per_block: int = 128, count: bool = False):

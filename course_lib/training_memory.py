@@ -5,13 +5,19 @@
   optimizer state and the activations autograd keeps for the backward pass;
   :func:`check_memory_budget` and :func:`largest_batch_under` put it against a budget.
 * :func:`alexnet_on_two_gpus` - what those numbers meant for AlexNet on two 3 GB GPUs.
+* :func:`cuda_memory_history` - the CUDA caching allocator's record of every allocation and
+  free during a step, and :func:`allocator_timeline` - bytes allocated over time from it.
 
 All sizes are bytes. Shapes are traced on PyTorch's ``meta`` device by default (no storage,
 no arithmetic), with the layer hooks of :mod:`course_lib.profile`.
 """
 from __future__ import annotations
 
+import os
+import pickle
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 import torch
 from torch import nn
@@ -266,3 +272,50 @@ def alexnet_on_two_gpus(batch_size: int = 128, gpu_bytes: int = 3 * 2**30) -> Al
     shape = (batch_size, 3, 224, 224)
     return AlexNetMemory(batch_size, profile_layer_mem(net, shape),
                          profile_mem(net, shape, optimizer="momentum"), gpu_bytes)
+
+
+# ---------------------------------------------------------------- the CUDA allocator's history
+def cuda_memory_history(fn: Callable[[], object], steps: int = 1, *, max_entries: int = 100_000,
+                        path: str | os.PathLike | None = None) -> dict | None:
+    """Run ``fn()`` ``steps`` times while the CUDA caching allocator records every allocation
+    and free (``torch.cuda.memory._record_memory_history``, a private but documented API),
+    and return the snapshot dict; None when torch has no usable GPU or lacks the API.
+    With ``path`` the snapshot is also pickled there, for https://pytorch.org/memory_viz."""
+    memory = getattr(torch.cuda, "memory", None)
+    if not torch.cuda.is_available() or not hasattr(memory, "_record_memory_history"):
+        return None
+    memory._record_memory_history(max_entries=max_entries)
+    try:
+        for _ in range(steps):
+            fn()
+        torch.cuda.synchronize()
+        snapshot = memory._snapshot()
+    finally:
+        memory._record_memory_history(enabled=None)
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(pickle.dumps(snapshot))
+    return snapshot
+
+
+def allocator_timeline(snapshot: dict, device: int = 0) -> tuple[list[float], list[int]]:
+    """(x, bytes allocated) after every allocation and completed free in a CUDA memory
+    snapshot. x is microseconds since the first entry when the entries carry ``time_us``,
+    else the entry's index. The level before the first entry is inferred from the blocks
+    still allocated at the snapshot minus what the entries added."""
+    entries = [e for e in snapshot.get("device_traces", [[]])[device]
+               if e.get("action") in ("alloc", "free_completed")]
+    changes = [e["size"] if e["action"] == "alloc" else -e["size"] for e in entries]
+    still_allocated = sum(block["size"] for segment in snapshot.get("segments", [])
+                          if segment.get("device", device) == device
+                          for block in segment.get("blocks", [])
+                          if block.get("state") == "active_allocated")
+    level = still_allocated - sum(changes)
+    timed = bool(entries) and all("time_us" in e for e in entries)
+    first = entries[0]["time_us"] if timed else 0
+    xs, levels = [], []
+    for index, (entry, change) in enumerate(zip(entries, changes)):
+        level += change
+        xs.append(entry["time_us"] - first if timed else index)
+        levels.append(level)
+    return xs, levels

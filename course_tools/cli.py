@@ -8,7 +8,42 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .paths import BUILD, NOTEBOOKS, REPO
+from .paths import BUILD, NOTEBOOKS, REPO, UnknownLesson
+
+RELEASE = REPO / "release"   # nbgrader's release folder: the student versions, where students work
+
+
+class CourseError(Exception):
+    """Bad input or a missing tool: `course` prints the message as one line and exits 1."""
+
+
+def _say(message: str) -> None:
+    """Progress and per-lesson results go to stderr, so stdout stays the command's output."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def one_lesson(ids: str) -> Path:
+    """The single lesson folder that ``ids`` names; CourseError for none or several."""
+    from .paths import lesson_dirs
+
+    chosen = lesson_dirs(ids)
+    if len(chosen) != 1:
+        raise CourseError(f"expected one lesson, got {len(chosen)} ({', '.join(p.name for p in chosen)}): "
+                          "give one lesson number such as 01")
+    return chosen[0]
+
+
+def _notebook_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be used as a notebook (None when it can be read)."""
+    import nbformat
+
+    if not path.is_file():
+        return f"{path} is missing"
+    try:
+        nbformat.read(str(path), as_version=4)
+    except Exception as exc:  # noqa: BLE001 - any reader failure means "not a notebook"
+        return f"{path} is not a readable notebook ({type(exc).__name__})"
+    return None
 
 
 
@@ -38,7 +73,8 @@ def cmd_doctor(args) -> int:
     else:
         print("GPU     no CUDA GPU usable by torch")
     print(f"arrays  {info['array_module']} (CuPy usable: {'yes' if info['cupy_usable'] else 'no'})")
-    print(f"kernels Numba CUDA: {info['numba_cuda']}")
+    print(f"kernels Numba CUDA: {info['numba_cuda']}"
+          + ("" if info["numba_cuda"] == "real" else f", because {info['numba_cuda_reason']}"))
     print(f"torch.distributed backends: {', '.join(info['distributed_backends']) or 'none'}")
     for fb in info["fallbacks"]:
         print(f"fallback: {fb}")
@@ -46,30 +82,104 @@ def cmd_doctor(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .build import build, ok, table
+    from .build import build, ok, publish_releases, table
 
-    rows = build(args.lessons, Path(args.out))
+    out = Path(args.out).resolve()
+    rows = build(args.lessons, out, progress=_say, workers=args.workers)
     print(table(rows))
-    print(f"summary: {Path(args.out).resolve() / 'summary.json'}; open "
-          f"{Path(args.out).resolve() / 'index.html'} in a browser")
-    return 0 if all(ok(r) for r in rows) else 1
+    if out == BUILD.resolve():  # the course's own build: students find their notebooks in release/
+        for line in publish_releases(rows, out, RELEASE):
+            print(line)
+    print(f"summary: {out / 'summary.json'}; open {out / 'index.html'} in a browser")
+    bad = [r["lesson"] for r in rows if not ok(r)]
+    if bad:
+        print(f"course build: {len(bad)} of {len(rows)} lessons not ok: {', '.join(bad)}", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _executed_copy(lesson: Path, out: Path) -> Path | None:
+    """The lecture as ``course build`` executed it, when that copy is newer than the source
+    notebook and than every module of course_lib (so its outputs are still current)."""
+    import course_lib
+
+    executed = out / "executed" / lesson.name / "lecture.ipynb"
+    if not executed.is_file():
+        return None
+    newest = max([(lesson / "lecture.ipynb").stat().st_mtime] +
+                 [p.stat().st_mtime for p in Path(course_lib.__file__).parent.rglob("*.py")])
+    return executed if executed.stat().st_mtime >= newest else None
 
 
 def cmd_slides(args) -> int:
+    import time
+
     from .build import execute_notebook
     from .paths import lesson_dirs
-    from .slides import build_deck
+    from .slides import SlidesUnavailable, build_deck, vendor_into
 
-    out = Path(args.out) / "slides"
-    for lesson in lesson_dirs(args.lessons):
-        nb = execute_notebook(lesson / "lecture.ipynb") if not args.no_execute else lesson / "lecture.ipynb"
-        print(build_deck(nb, out, lesson.name))
+    out = Path(args.out)
+    try:
+        vendor_into(out / "slides")  # a missing npm install is one message, not one per lesson
+    except SlidesUnavailable as exc:
+        raise CourseError(str(exc)) from exc
+    lessons = lesson_dirs(args.lessons)
+    failed = []
+    for n, lesson in enumerate(lessons, start=1):
+        start = time.perf_counter()
+        source = lesson / "lecture.ipynb"
+        reused = None if (args.no_execute or args.execute) else _executed_copy(lesson, out)
+        how = ("without outputs" if args.no_execute else
+               f"from {reused.relative_to(out.resolve()) if reused.is_relative_to(out.resolve()) else reused}"
+               if reused else "executing the lecture")
+        _say(f"[{n}/{len(lessons)}] {lesson.name}: {how} ...")
+        try:
+            problem = _notebook_problem(source)
+            if problem:
+                raise CourseError(problem)
+            nb = source if args.no_execute else reused or execute_notebook(source)
+            deck = build_deck(nb, out / "slides", lesson.name)
+        except Exception as exc:  # noqa: BLE001 - one broken lecture must not stop the others
+            failed.append(lesson.name)
+            _say(f"[{n}/{len(lessons)}] {lesson.name}: FAILED: {_one_line(exc)}")
+            continue
+        _say(f"[{n}/{len(lessons)}] {lesson.name}: {time.perf_counter() - start:.0f} s")
+        print(deck)
+    if failed:
+        raise CourseError(f"no deck for {', '.join(failed)} (see the lines above)")
     return 0
 
 
+def _one_line(exc: BaseException) -> str:
+    """An error as one plain line: its type and the last line of its message."""
+    from .build import ANSI
+
+    lines = [line for line in ANSI.sub("", str(exc)).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:300]
+
+
+def lab_command(extra: list[str], uid: int | None = None) -> list[str]:
+    """The ``jupyter lab`` command line: the course folder as root, its file browser opened
+    on release/ (the student versions) when that exists, ``--allow-root`` for uid 0, then
+    the user's own arguments."""
+    uid = os.geteuid() if uid is None else uid
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={REPO}"]
+    if any(RELEASE.glob("*/exercises.ipynb")):
+        cmd.append("--LabApp.default_url=/lab/tree/release")
+    if uid == 0 and "--allow-root" not in extra:
+        cmd.append("--allow-root")
+    return cmd + [a for a in extra if a != "--"]
+
+
 def cmd_lab(args) -> int:
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={REPO}", *args.extra]
-    return subprocess.call(cmd)
+    from .paths import lesson_dirs
+
+    missing = [p.name for p in lesson_dirs() if not (RELEASE / p.name / "exercises.ipynb").exists()]
+    if missing:
+        _say(f"writing the student versions of {len(missing)} lesson(s) to {RELEASE} first ...")
+        os.chdir(REPO)
+        args.lessons = ",".join(missing)
+        cmd_release(args)
+    return subprocess.call(lab_command(args.extra))
 
 
 def _root_course():
@@ -79,43 +189,91 @@ def _root_course():
 
 
 def cmd_release(args) -> int:
-    from .grading import release
+    import time
+
+    from .grading import GradingError, release
     from .paths import lesson_dirs
 
-    for lesson in lesson_dirs(args.lessons):
-        print(release(_root_course(), lesson.name))
+    lessons = lesson_dirs(args.lessons)
+    failed = []
+    for n, lesson in enumerate(lessons, start=1):
+        start = time.perf_counter()
+        problem = _notebook_problem(lesson / "exercises.ipynb")
+        try:
+            if problem:
+                raise CourseError(problem)
+            folder = release(_root_course(), lesson.name)
+        except (CourseError, GradingError) as exc:
+            failed.append(lesson.name)
+            _say(f"[{n}/{len(lessons)}] {lesson.name}: FAILED: {str(exc).strip().splitlines()[0][:300]}")
+            continue
+        _say(f"[{n}/{len(lessons)}] {lesson.name}: {time.perf_counter() - start:.0f} s")
+        print(folder / "exercises.ipynb")
+    if failed:
+        raise CourseError(f"no student version for {', '.join(failed)} (see the lines above)")
     return 0
 
 
 def cmd_grade(args) -> int:
-    """Sandboxed autograding of every submission of one lesson, then grades CSV and feedback.
-    Exit 0 when every submission was processed (whatever it scored); 1 for a grader fault;
-    2 when no sandbox is available and the grader did not accept running without one."""
-    from .grading import GradingError, Limits, SandboxUnavailable, bubblewrap, grade_lesson, why_no_sandbox
+    """Sandboxed autograding of one lesson's submissions (all, or one shard), then the grades
+    CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
+    gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
+    fault or bad input; 2 when no sandbox is available and the grader did not accept that."""
+    from .grading import (GradingError, Limits, SandboxUnavailable, bubblewrap, grade_lesson, limits_in_force,
+                          merge_lesson, why_no_sandbox)
     from .paths import lesson_dirs
 
-    (lesson,) = lesson_dirs(args.lesson)
-    sandbox = not args.no_sandbox_i_trust_this_code
-    if not sandbox:
-        print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
-              "this user can, use the network and other students' work. Only for code you trust.",
-              file=sys.stderr)
-    elif not bubblewrap():
-        print(f"course grade: refusing to run student code without a sandbox. {why_no_sandbox()} "
-              "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
-        return 2
-    limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
-                    notebook_seconds=args.notebook_timeout)
     try:
-        outcomes = grade_lesson(lesson, submissions=Path(args.submissions) if args.submissions else None,
-                                workers=args.workers, limits=limits, sandbox=sandbox,
-                                feedback=not args.no_feedback)
+        lessons = lesson_dirs(args.lesson)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - bad input: one line, not a traceback
+        print(f"course grade: unknown lesson {args.lesson!r} ({exc})", file=sys.stderr)
+        return 1
+    if len(lessons) != 1:
+        print(f"course grade: give exactly one lesson, not {args.lesson!r}", file=sys.stderr)
+        return 1
+    lesson = lessons[0]
+    shard = (0, 1)
+    if args.shard:
+        try:
+            index, count = (int(x) for x in args.shard.split("/"))
+            assert 0 <= index < count
+        except (ValueError, AssertionError):
+            print(f"course grade: --shard wants I/N with 0 <= I < N, not {args.shard!r}", file=sys.stderr)
+            return 1
+        shard = (index, count)
+    if args.submissions and not Path(args.submissions).is_dir():
+        print(f"course grade: no submissions folder {args.submissions}", file=sys.stderr)
+        return 1
+    try:
+        if args.merge:
+            outcomes = merge_lesson(lesson)
+        else:
+            sandbox = not args.no_sandbox_i_trust_this_code
+            if not sandbox:
+                print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
+                      "this user can, use the network and other students' work. Only for code you trust.",
+                      file=sys.stderr)
+            elif not bubblewrap():
+                print(f"course grade: refusing to run student code without a sandbox. {why_no_sandbox()} "
+                      "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
+                return 2
+            limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
+                            notebook_seconds=args.notebook_timeout, gpu=args.gpu)
+            print(f"limits: memory and processes bounded {limits_in_force()}"
+                  + ("; GPU passed in (no address-space limit)" if args.gpu else "; no GPU inside the sandbox"),
+                  file=sys.stderr)
+            outcomes = grade_lesson(lesson, submissions=Path(args.submissions) if args.submissions else None,
+                                    workers=args.workers, limits=limits, sandbox=sandbox,
+                                    feedback=not args.no_feedback, shard=shard)
     except (GradingError, SandboxUnavailable) as exc:
         print(f"course grade: {exc}", file=sys.stderr)
         return 1
     for o in outcomes:
         got = "error" if o.score != o.score else f"{o.score:g}"
         print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
+    if shard[1] > 1 and not args.merge:
+        print(f"shard {shard[0]}/{shard[1]} done; after every shard: course grade {lesson.name} --merge")
+        return 1 if any(o.score != o.score for o in outcomes) else 0
     print(f"grades: {BUILD / f'grades_{lesson.name}.csv'}")
     if not args.no_feedback:
         print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
@@ -148,14 +306,20 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", help="execute, slide, release and round-trip-grade lessons")
     b.add_argument("--lessons", help="comma-separated lesson numbers or folder names (default: all)")
     b.add_argument("--out", default=str(BUILD), help="output folder (default: build/)")
+    b.add_argument("--workers", type=int, default=None,
+                   help="lessons built at once (default: one per core, within memory)")
     b.set_defaults(func=cmd_build)
-    lab = sub.add_parser("lab", help="JupyterLab on the course, RISE available")
+    lab = sub.add_parser("lab", help="JupyterLab on the course, opened on release/ (the student "
+                         "versions, written first if missing); other arguments go to jupyter lab, "
+                         "e.g. `course lab --port 9999`")
     lab.add_argument("extra", nargs=argparse.REMAINDER, help="arguments passed to jupyter lab")
     lab.set_defaults(func=cmd_lab)
     s = sub.add_parser("slides", help="offline reveal.js decks of the lectures")
     s.add_argument("lessons", nargs="?", help="comma-separated lessons (default: all)")
     s.add_argument("--out", default=str(BUILD))
     s.add_argument("--no-execute", action="store_true", help="slides without outputs (faster)")
+    s.add_argument("--execute", action="store_true",
+                   help="execute the lecture even when `course build` left a current executed copy")
     s.set_defaults(func=cmd_slides)
     r = sub.add_parser("release", help="nbgrader student versions into release/")
     r.add_argument("lessons", nargs="?", help="comma-separated lessons (default: all)")
@@ -166,8 +330,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--workers", type=int, default=1, help="submissions graded in parallel")
     g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds per cell (default 120)")
     g.add_argument("--notebook-timeout", type=float, default=900.0, help="seconds per notebook (default 900)")
-    g.add_argument("--memory-gib", type=float, default=4.0, help="address space per process (default 4)")
-    g.add_argument("--no-feedback", action="store_true", help="skip nbgrader's HTML feedback")
+    g.add_argument("--memory-gib", type=float, default=4.0, help="memory per sandbox (default 4)")
+    g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
+    g.add_argument("--shard", help="I/N: grade only shard I (from 0) of N, for a cluster; then --merge")
+    g.add_argument("--merge", action="store_true", help="merge the shards of the last run into one CSV and gradebook")
+    g.add_argument("--gpu", action="store_true", help="bind the NVIDIA devices into the sandbox (default: CPU only)")
     g.add_argument("--no-sandbox-i-trust-this-code", action="store_true",
                    help="run submissions without bubblewrap (only for code you trust)")
     g.set_defaults(func=cmd_grade)
@@ -178,15 +345,65 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    if args.command in ("build", "slides", "release", "grade", "bench", "lab"):
-        from .loopback import ensure_loopback
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """Parse the command line; everything after `lab` goes to Jupyter untouched."""
+    if argv[:1] == ["lab"] and not {"-h", "--help"} & set(argv[1:]):
+        args = parser().parse_args(["lab"])
+        args.extra = argv[1:]
+        return args
+    return parser().parse_args(argv)
 
-        ensure_loopback()  # kernels talk over 127.0.0.1, which `unshare -n` leaves down
-    if args.command in ("release", "grade"):
-        os.chdir(REPO)  # nbgrader reads nbgrader_config.py from the working directory
-    return args.func(args)
+
+def _check_input(args) -> None:
+    """Refuse bad input before any work starts (each with one plain line)."""
+    if args.command == "grade":
+        one_lesson(args.lesson)
+        if args.submissions and not Path(args.submissions).is_dir():
+            raise CourseError(f"--submissions {args.submissions}: no such folder (it should hold "
+                              "one folder per student, each with exercises.ipynb)")
+        if args.workers < 1:
+            raise CourseError("--workers must be 1 or more")
+    if args.command == "build" and args.workers is not None and args.workers < 1:
+        raise CourseError("--workers must be 1 or more")
+    for attr in ("lessons", "lesson"):
+        if getattr(args, attr, None):
+            from .paths import lesson_dirs
+
+            lesson_dirs(getattr(args, attr))  # UnknownLesson names the lessons there are
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one `course` subcommand. Bad input and missing tools give one line on stderr and
+    exit status 1 (argparse's usage errors: 2), never a traceback."""
+    args = _parse(sys.argv[1:] if argv is None else list(argv))
+    name = f"course {args.command}"
+    try:
+        _check_input(args)
+        if args.command in ("build", "slides", "release", "grade", "bench", "lab"):
+            from .loopback import ensure_loopback
+
+            ensure_loopback()  # kernels talk over 127.0.0.1, which `unshare -n` leaves down
+        if args.command in ("release", "grade"):
+            os.chdir(REPO)  # nbgrader reads nbgrader_config.py from the working directory
+        return args.func(args)
+    except (CourseError, UnknownLesson, FileNotFoundError, NotADirectoryError, PermissionError) as exc:
+        print(f"{name}: {str(exc).strip() or type(exc).__name__}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a fault of the tool: one line, details in a file
+        log = BUILD / "course-error.txt"
+        try:
+            import traceback
+
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(traceback.format_exc())
+            where = f" (details: {log})"
+        except OSError:
+            where = ""
+        print(f"{name}: {_one_line(exc)}{where}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,10 +1,12 @@
 """Slides in a real browser: headless Chromium (the system's, driven by Playwright) with every
 request that would leave this machine refused.
 
-* Each lesson's offline deck: reveal.js starts, it has exactly the slides the notebook's
-  metadata asks for, every slide can be shown, nothing is logged as a console error, no
-  request fails and none goes to the network. A screenshot of every slide is saved under
-  ``build/screenshots/<lesson>/``.
+* Each lesson's offline deck (built from the executed lecture, as `course build` does):
+  reveal.js starts, it has exactly the slides the notebook's metadata asks for, every slide
+  can be shown with all its fragments, nothing overflows the slide, no text is cut (no
+  element scrolls or spills sideways), nothing is logged as a console error, no request
+  fails and none goes to the network. A screenshot of every slide is kept under
+  ``build/slide-screenshots/<lesson>/`` for people to look at.
 * A lecture opened in JupyterLab as a RISE slideshow renders its slides.
 
 Skipped, with the reason, where Chromium or Playwright is missing (`make test` installs
@@ -27,7 +29,34 @@ from course_tools import slides
 from course_tools.paths import REPO, lesson_dirs
 
 LESSONS = lesson_dirs()
-SCREENSHOTS = REPO / "build" / "screenshots"
+SCREENSHOTS = REPO / "build" / "slide-screenshots"
+# what "fits" means, measured in the browser on the slide shown with all its fragments:
+# every element inside the slide's box, and no element that hides part of its text
+FIT_CHECK = """() => {
+  const section = document.querySelector('.reveal .slides section.present:not(.stack)')
+               || document.querySelector('.reveal .slides section.present');
+  const box = document.querySelector('.reveal .slides').getBoundingClientRect();
+  const problems = [];
+  const name = el => el.tagName.toLowerCase() + (el.className && typeof el.className === 'string'
+      ? '.' + el.className.trim().split(/\\s+/).slice(0, 2).join('.') : '');
+  const text = el => (el.innerText || el.getAttribute('alt') || '').trim().slice(0, 60);
+  for (const el of [section, ...section.querySelectorAll('*')]) {
+    if (el.closest('details:not([open]) > :not(summary)') || el.closest('aside.notes')) continue;
+    if (el.closest('.MathJax_CHTML, .MJX_Assistive_MathML, .mjx-chtml')) continue;  // MathJax's own hidden copy
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    if (r.bottom > box.bottom + 2 || r.top < box.top - 2 || r.right > box.right + 2 || r.left < box.left - 2)
+      problems.push(`${name(el)} outside the slide: "${text(el)}"`);
+    const style = getComputedStyle(el);
+    const clips = ['hidden', 'scroll', 'auto', 'clip'];
+    if ((el.scrollWidth > el.clientWidth + 2 && clips.includes(style.overflowX)) ||
+        (el.scrollHeight > el.clientHeight + 2 && clips.includes(style.overflowY)) ||
+        (style.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1))
+      problems.push(`${name(el)} cuts its content: "${text(el)}"`);
+  }
+  return {problems: [...new Set(problems)].slice(0, 5), zoom: section.style.zoom || '1'};
+}"""
+MIN_ZOOM = 0.6   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
@@ -87,34 +116,52 @@ def browser():
         launched.close()
 
 
+def _executed_lecture(lesson: Path):
+    """The lecture with its outputs: `course build`'s executed copy when it is current, else
+    executed here (outputs decide whether a slide fits)."""
+    from course_tools.build import execute_notebook
+    from course_tools.cli import _executed_copy
+
+    copy = _executed_copy(lesson, REPO / "build")
+    return nbformat.read(str(copy), as_version=4) if copy else execute_notebook(lesson / "lecture.ipynb")
+
+
 @pytest.fixture(scope="module")
-def decks(tmp_path_factory):
-    out = tmp_path_factory.mktemp("decks")
-    return {lesson.name: slides.build_deck(lesson / "lecture.ipynb", out, lesson.name) for lesson in LESSONS}
+def deck_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("decks")
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
-def test_deck_steps_through_every_slide_offline(browser, decks, lesson):
+def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
+    deck = slides.build_deck(_executed_lecture(lesson), deck_dir, lesson.name)
     expected = slides.count_slides(lesson / "lecture.ipynb")
     shots = SCREENSHOTS / lesson.name
     shutil.rmtree(shots, ignore_errors=True)
     shots.mkdir(parents=True)
-    context = browser.new_context(viewport={"width": 1024, "height": 768}, offline=False)
+    context = browser.new_context(viewport={"width": 1280, "height": 720}, offline=False)
     page = context.new_page()
     watch = Watch(page)
-    page.goto(decks[lesson.name].as_uri())
+    page.goto(deck.as_uri())
     page.wait_for_selector(".reveal.ready", state="attached", timeout=60_000)
     total = page.evaluate(f"require('{REVEAL}').getTotalSlides()")
     assert total == expected, f"deck has {total} slides, the notebook's metadata asks for {expected}"
     page.evaluate(f"require('{REVEAL}').configure({{transition: 'none', backgroundTransition: 'none'}})")
     indices = page.evaluate(f"require('{REVEAL}').getSlides().map(s => require('{REVEAL}').getIndices(s))")
     assert len(indices) == expected
+    misfits = []
     for number, where in enumerate(indices, start=1):
+        # the slide with every fragment shown: what the room sees last
         page.evaluate(f"require('{REVEAL}').slide({where['h']}, {where['v'] or 0})")
         page.wait_for_function(f"require('{REVEAL}').getIndices().h === {where['h']}")
+        page.evaluate(f"(() => {{ while (require('{REVEAL}').nextFragment()); }})()")
+        page.wait_for_timeout(50)
         shown = page.evaluate("document.querySelector('.reveal .slide-number')?.textContent || ''")
         assert "".join(shown.split()) == f"{number}/{expected}", shown
         page.screenshot(path=str(shots / f"slide-{number:02d}.png"))
+        fit = page.evaluate(FIT_CHECK)
+        if fit["problems"] or float(fit["zoom"]) < MIN_ZOOM:
+            misfits.append(f"slide {number} (zoom {fit['zoom']}): {'; '.join(fit['problems'])}")
+    assert misfits == [], f"slides that do not fit (screenshots in {shots}):\n" + "\n".join(misfits)
     page.wait_for_timeout(300)  # late MathJax or font loads still get reported
     lecture = nbformat.read(str(lesson / "lecture.ipynb"), as_version=4)
     if any("$" in c.source for c in lecture.cells if c.cell_type == "markdown"):

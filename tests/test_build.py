@@ -37,6 +37,10 @@ def test_outputs_exist(built):
     assert any(c.get("outputs") for c in executed.cells if c.cell_type == "code")
     page = (out / "index.html").read_text()
     assert "00_setup" in page and "slides/00_setup.slides.html" in page
+    # notebooks open in a browser as web pages (not raw JSON), with no network
+    assert 'href="executed/00_setup/lecture.html"' in page and 'href="executed/00_setup/exercises.html"' in page
+    rendered = (out / "executed" / "00_setup" / "lecture.html").read_text()
+    assert "<html" in rendered and "../../slides/_vendor/require.js" in rendered
 
 
 def test_table_reports_each_lesson(built):
@@ -80,3 +84,45 @@ def test_summary_merges_partial_builds(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     page = (tmp_path / "index.html").read_text()
     assert page.count("<tr>") == 3 and "scores wrong" in page
+
+
+def test_lessons_build_in_parallel_and_report_as_they_finish(tmp_path, monkeypatch):
+    from course_tools import paths
+
+    for name in ("97_first", "98_second"):
+        (tmp_path / "notebooks" / name).mkdir(parents=True)
+        (tmp_path / "notebooks" / name / "lecture.ipynb").write_text("not a notebook")
+        (tmp_path / "notebooks" / name / "exercises.ipynb").write_text("not a notebook either")
+    monkeypatch.setattr(paths, "NOTEBOOKS", tmp_path / "notebooks")
+    lines = []
+    rows = build.build(None, tmp_path / "out", progress=lines.append, workers=2)
+    assert [r["lesson"] for r in rows] == ["97_first", "98_second"]  # lesson order, whatever finished first
+    assert lines[0] == "building 2 lessons with 2 workers ..."
+    assert sorted(line.split()[1] for line in lines[1:]) == ["97_first", "98_second"]
+    for r in rows:
+        assert not build.ok(r) and any(e.startswith("lecture:") for e in r["errors"])
+        assert set(r["phases"]) == set(build.PHASES)
+
+
+def test_default_workers_stay_within_cores_and_lessons():
+    import os
+
+    assert build.default_workers(1) == 1
+    assert 1 <= build.default_workers(50) <= min(os.cpu_count() or 1, 8)
+
+
+def test_published_releases_never_overwrite_a_students_folder(tmp_path):
+    built = tmp_path / "build" / "release" / "01_x"
+    built.mkdir(parents=True)
+    (built / "exercises.ipynb").write_text("fresh release")
+    kept = tmp_path / "release" / "01_x"
+    kept.mkdir(parents=True)
+    (kept / "exercises.ipynb").write_text("my answers")
+    rows = [dict(_row("01_x"), release="release/01_x"), dict(_row("02_y"), release=None)]
+    lines = build.publish_releases(rows, tmp_path / "build", tmp_path / "release")
+    assert (kept / "exercises.ipynb").read_text() == "my answers"
+    assert len(lines) == 1 and lines[0].startswith("kept")
+    (kept / "exercises.ipynb").unlink()
+    kept.rmdir()
+    assert build.publish_releases(rows, tmp_path / "build", tmp_path / "release")[0].startswith("student version")
+    assert (kept / "exercises.ipynb").read_text() == "fresh release"

@@ -30,3 +30,31 @@ def test_failures_say_what_was_expected_and_what_came_back(call, words, capsys):
     for word in words:
         assert word in str(info.value)
     assert capsys.readouterr().err == ""
+
+
+def test_array_close_names_the_first_mismatch_and_the_expected_values(capsys):
+    import numpy as np
+
+    from course_lib.checks.core import check_array_close
+
+    expected = np.random.default_rng(3).random(256)
+    check_array_close("same", expected.copy(), expected)
+    got = expected.copy()
+    got[192:200] = 0.0                       # the last block was never launched
+    with pytest.raises(AssertionError) as info:
+        check_array_close("axpy", got, expected, hint="enough blocks?")
+    message = str(info.value)
+    assert "8 of 256 elements differ" in message
+    assert f"[192] expected {expected[192]:.6g} got 0" in message
+    assert f"[193] expected {expected[193]:.6g}" in message
+    assert f"Expected values start [{expected[0]:.6g}" in message and "Hint: enough blocks?" in message
+    with pytest.raises(AssertionError, match=r"\[1, 0\] expected 3 got 9"):
+        check_array_close("matrix", np.array([[1.0, 2.0], [9.0, 4.0]]), np.array([[1.0, 2.0], [3.0, 4.0]]))
+    with pytest.raises(AssertionError, match=r"shape \(2, 2\).*got shape \(4,\)"):
+        check_array_close("shape", np.zeros(4), np.zeros((2, 2)))
+    with pytest.raises(AssertionError, match="forget to `return`"):
+        check_array_close("none", None, np.zeros(3))
+    with pytest.raises(AssertionError, match="expected nan got"):
+        check_array_close("nan", np.zeros(1), np.array([np.nan]))
+    out, err = capsys.readouterr()
+    assert out.count("ok:") == 1 and err == ""

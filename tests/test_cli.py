@@ -42,7 +42,7 @@ def test_parser_knows_every_command():
 
 
 def test_bench_groups_discovered_and_roofline_group_runs():
-    assert {"roofline", "lessons"} <= set(benchmarks.groups())
+    assert {"roofline", "lessons", "build_phases"} <= set(benchmarks.groups())
     done = run_course("bench", "--json", "--only", "roofline")
     assert done.returncode == 0, done.stderr
     fig = json.loads(done.stdout)["roofline"]
@@ -53,3 +53,119 @@ def test_bench_groups_discovered_and_roofline_group_runs():
 def test_bench_unknown_group_is_an_error():
     with pytest.raises(SystemExit, match="no group"):
         benchmarks.run(["nope"], progress=lambda m: None)
+
+
+# ---- bad input: one plain line on stderr, a non-zero exit, never a traceback ----
+
+def _plain_failure(done_or_rc, stderr: str) -> str:
+    rc = done_or_rc.returncode if hasattr(done_or_rc, "returncode") else done_or_rc
+    assert rc != 0
+    assert "Traceback" not in stderr
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("course "), stderr
+    return last
+
+
+def test_grade_with_several_lessons_is_refused():
+    done = run_course("grade", "01,03")
+    last = _plain_failure(done, done.stderr)
+    assert "expected one lesson, got 2" in last and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_grade_with_a_missing_submissions_folder_is_refused(tmp_path):
+    done = run_course("grade", "00", "--submissions", str(tmp_path / "nowhere"))
+    assert "no such folder" in _plain_failure(done, done.stderr)
+
+
+@pytest.mark.parametrize("args", [("grade", "99"), ("slides", "99"), ("release", "99"),
+                                  ("build", "--lessons", "00,99")])
+def test_unknown_lessons_are_refused_by_every_command(args):
+    done = run_course(*args)
+    assert "no lesson '99'. Lessons: 00_" in _plain_failure(done, done.stderr)
+
+
+@pytest.fixture
+def broken_course(tmp_path, monkeypatch):
+    """A notebooks/ folder whose only lesson has files that are not notebooks."""
+    from course_tools import paths
+
+    lesson = tmp_path / "notebooks" / "98_broken"
+    lesson.mkdir(parents=True)
+    (lesson / "lecture.ipynb").write_text("{ this is not json")
+    (lesson / "exercises.ipynb").write_text("")
+    monkeypatch.setattr(paths, "NOTEBOOKS", tmp_path / "notebooks")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_release_of_a_corrupt_notebook_is_one_line(broken_course, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "REPO", broken_course)
+    rc = cli.main(["release", "98"])
+    err = capsys.readouterr().err
+    assert "not a readable notebook" in err
+    assert "no student version for 98_broken" in _plain_failure(rc, err)
+
+
+def test_slides_of_a_corrupt_lecture_is_one_line(broken_course, capsys):
+    rc = cli.main(["slides", "98", "--out", str(broken_course / "out")])
+    err = capsys.readouterr().err
+    assert "98_broken: FAILED" in err and "not a readable notebook" in err
+    assert "no deck for 98_broken" in _plain_failure(rc, err)
+
+
+def test_slides_without_the_javascript_packages_say_how_to_get_them(broken_course, capsys, monkeypatch):
+    from course_tools import slides
+
+    monkeypatch.setattr(slides, "NODE_MODULES", broken_course / "no_node_modules")
+    rc = cli.main(["slides", "98", "--out", str(broken_course / "out")])
+    err = capsys.readouterr().err
+    assert "make setup" in _plain_failure(rc, err) and len(err.strip().splitlines()) == 1
+
+
+def test_build_reports_a_corrupt_lesson_in_its_table_and_fails(broken_course, capsys):
+    rc = cli.main(["build", "--lessons", "98", "--out", str(broken_course / "out"), "--workers", "1"])
+    captured = capsys.readouterr()
+    assert "1 of 1 lessons not ok: 98_broken" in _plain_failure(rc, captured.err)
+    row = [line for line in captured.out.splitlines() if line.startswith("98_broken")]
+    assert row and " NO " in row[0] and "lecture:" in row[0] and "grading:" in row[0]
+    summary = json.loads((broken_course / "out" / "summary.json").read_text())
+    assert summary["lessons"][0]["title"] == "98_broken"  # the folder's name: no heading to read
+
+
+def test_workers_must_be_positive():
+    done = run_course("build", "--workers", "0", "--out", "/tmp/nowhere-course")
+    assert "--workers must be 1 or more" in _plain_failure(done, done.stderr)
+
+
+# ---- course lab: as root, with the user's own arguments, opened on the student versions ----
+
+def test_lab_passes_its_arguments_to_jupyter():
+    args = cli._parse(["lab", "--port", "9999", "--no-browser"])
+    assert args.command == "lab" and args.extra == ["--port", "9999", "--no-browser"]
+    cmd = cli.lab_command(args.extra, uid=1000)
+    assert cmd[-3:] == ["--port", "9999", "--no-browser"] and "--allow-root" not in cmd
+
+
+def test_lab_as_root_allows_root_once():
+    assert cli.lab_command([], uid=0).count("--allow-root") == 1
+    assert cli.lab_command(["--allow-root"], uid=0).count("--allow-root") == 1
+
+
+def test_lab_opens_on_the_release_folder(tmp_path, monkeypatch):
+    monkeypatch.setattr(cli, "RELEASE", tmp_path / "release")
+    assert not any("default_url" in a for a in cli.lab_command([], uid=1000))
+    (tmp_path / "release" / "00_setup").mkdir(parents=True)
+    (tmp_path / "release" / "00_setup" / "exercises.ipynb").write_text("{}")
+    assert "--LabApp.default_url=/lab/tree/release" in cli.lab_command([], uid=1000)
+
+
+def test_course_lab_runs_jupyter_with_the_given_flag(tmp_path, monkeypatch, capfd):
+    from course_tools.paths import lesson_dirs
+
+    for lesson in lesson_dirs():  # every student version present: nothing to release first
+        (tmp_path / lesson.name).mkdir()
+        (tmp_path / lesson.name / "exercises.ipynb").write_text("{}")
+    monkeypatch.setattr(cli, "RELEASE", tmp_path)
+    assert cli.main(["lab", "--version"]) == 0
+    out = capfd.readouterr().out.strip()
+    assert out and out[0].isdigit(), out  # jupyter lab printed its version: the flag got there

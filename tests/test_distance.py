@@ -48,6 +48,16 @@ def test_integer_input_and_bad_shapes():
         distance.squared_distances(rng.random((3, 2)), backend="fortran")
 
 
+def test_numba_cuda_backend_keeps_device_arrays_on_the_device():
+    from course_lib import kernels
+
+    x = rng.random((9, 2))
+    x_dev = kernels.cuda.to_device(x)
+    out_dev = kernels.cuda.device_array((9, 9))
+    assert distance.sqdist_numba_cuda(x_dev, x_dev, out=out_dev) is out_dev
+    np.testing.assert_allclose(out_dev.copy_to_host(), cdist(x, x, "sqeuclidean"), atol=1e-12)
+
+
 def test_available_backends_and_cupy_without_gpu():
     available = distance.available_backends()
     assert {"numpy-broadcast", "numpy-matmul", "numba-cpu", "numba-cuda"} <= set(available)
@@ -93,15 +103,8 @@ def test_chunked_stays_under_budget():
 
 def test_time_matmul_form_steps():
     steps = distance.time_matmul_form_steps(rng.random((64, 3)), repeat=2)
-    assert len(steps) == 3 and all(s > 0 for s in steps.values())
-
-
-def test_crossover_size():
-    sizes = [1, 2, 3, 4]
-    assert crossover.crossover_size(sizes, [1, 2, 3, 4], [2, 2, 2, 2]) == 3
-    assert crossover.crossover_size(sizes, [1, 1, 1, 1], [2, 2, 2, 2]) is None
-    assert crossover.crossover_size(sizes, [5, 1, 5, 5], [1, 2, 1, 1]) == 3
-    assert crossover.crossover_size(sizes, [5, 5, 5, 5], [1, 1, math.nan, 1]) == 4
+    assert len(steps) == 3 and all(s.median > 0 for s in steps.values())
+    assert all(s.measured_on().startswith("measured here on: ") and s.device == "cpu" for s in steps.values())
 
 
 def test_sweep_never_times_the_simulator():
@@ -115,6 +118,10 @@ def test_sweep_never_times_the_simulator():
         assert "simulator" in result.not_timed["numba-cuda"]
     only = crossover.sweep([16], backends=["numba-cpu", "cupy"], repeat=1)
     assert set(only.seconds) <= {"numba-cpu", "cupy"}
+    # every timed backend carries the label of the device its own timings ran on
+    assert set(result.measured_on) == set(result.seconds)
+    assert result.measured_on["numpy-matmul"].startswith("measured here on: ")
+    assert "cuda" not in result.measured_on["numpy-matmul"].lower() or numba_cuda_mode() == "real"
 
 
 def test_sweep_stops_slow_backends():
@@ -131,7 +138,9 @@ def test_seed_figures_and_plot_labels():
     assert figures["cupy_speedup_over_numpy"]["value"] == 4.0
     assert all(f["source"].startswith("seed 004") for f in figures.values())
     result = crossover.Sweep([16, 32], {"numpy-matmul": [1e-4, 2e-4], "numba-cpu": [5e-5, 6e-5]},
-                             device="test CPU", not_timed={"numba-cuda": "simulator, not timed"})
+                             measured_on={"numpy-matmul": "measured here on: test CPU",
+                                          "numba-cpu": "measured here on: test CPU"},
+                             not_timed={"numba-cuda": "simulator, not timed"})
     left, right = crossover.plot(result)
     labels = [t.get_text() for t in right.get_legend().get_texts()]
     assert any("cited" in label and "seed 004" in label for label in labels)

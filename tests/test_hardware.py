@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from course_lib import hardware
+from course_lib import cuda_simulator, hardware
 
 
 def test_cpu_info_describes_this_cpu():
@@ -39,8 +39,18 @@ def test_describe_is_json_and_lists_fallbacks(has_gpu):
         assert any("CPU" in f for f in info["fallbacks"])
 
 
-def test_device_label_names_the_device(has_gpu):
-    assert ("CUDA GPU" if has_gpu else "CPU") in hardware.device_label()
+def test_describe_device_names_only_the_device_asked_about(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: f"Fake GPU {index}")
+    cpu = hardware.describe_device("cpu", threads=1)
+    assert hardware.cpu_info().model in cpu and "1 thread " in cpu and "GPU" not in cpu
+    assert hardware.describe_device(None) == hardware.describe_device("cpu")
+    assert "Fake GPU 0" in hardware.describe_device("cuda") and "cuda:0" in hardware.describe_device("cuda")
+    assert "Fake GPU 1" in hardware.describe_device(torch.device("cuda", 1))
+    assert not hasattr(hardware, "device_label")  # it named the GPU for CPU work
 
 
 def test_latency_table_is_sorted_cited_and_spans_orders_of_magnitude():
@@ -66,7 +76,7 @@ def test_device_specs_are_cited_numbers():
 SIM_PROBE = """
 import os, sys
 import course_lib
-from course_lib import hardware
+from course_lib import cuda_simulator, hardware
 print(os.environ["NUMBA_ENABLE_CUDASIM"])
 cuda = hardware.numba_cuda()
 cuda = hardware.numba_cuda()  # the notice is printed once
@@ -106,3 +116,94 @@ def test_simulator_also_when_numba_was_imported_first(has_gpu):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
                          timeout=120, check=True).stdout.splitlines()
     assert out[-1] == "4.0 1"
+
+
+def test_decision_falls_back_to_the_simulator_when_the_probe_kernel_fails(monkeypatch):
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    monkeypatch.delenv("COURSE_NUMBA_CUDA", raising=False)
+    monkeypatch.setattr(cuda_simulator, "_driver_sees_gpu", lambda: True)  # a GPU the driver sees
+    error = "AttributeError: module 'numpy' has no attribute 'row_stack'"
+    monkeypatch.setattr(cuda_simulator, "probe_numba_cuda_kernel", lambda: error)
+    simulated, reason = cuda_simulator._decide_numba_cuda()
+    assert simulated and error in reason and "probe kernel" in reason and "NumPy" in reason
+    monkeypatch.setattr(cuda_simulator, "probe_numba_cuda_kernel", lambda: "")  # the probe ran
+    assert cuda_simulator._decide_numba_cuda() == (False, "")
+    monkeypatch.setattr(cuda_simulator, "_driver_sees_gpu", lambda: False)
+    simulated, reason = cuda_simulator._decide_numba_cuda()
+    assert simulated and "no CUDA GPU" in reason
+
+
+def test_decision_is_inherited_by_child_processes(monkeypatch):
+    monkeypatch.setattr(cuda_simulator, "probe_numba_cuda_kernel", lambda: pytest.fail("probed again"))
+    monkeypatch.setattr(cuda_simulator, "_driver_sees_gpu", lambda: True)
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    monkeypatch.setenv("COURSE_NUMBA_CUDA", "simulator: the parent's reason.")
+    assert cuda_simulator._decide_numba_cuda() == (True, "the parent's reason.")
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "0")
+    monkeypatch.setenv("COURSE_NUMBA_CUDA", "real")
+    assert cuda_simulator._decide_numba_cuda() == (False, "")
+
+
+def test_probe_reports_the_error_of_a_probe_that_raises(monkeypatch):
+    monkeypatch.setattr(cuda_simulator, "_PROBE_KERNEL",
+                        "raise AttributeError(\"module 'numpy' has no attribute 'row_stack'\")")
+    assert hardware.probe_numba_cuda_kernel() == ("AttributeError: module 'numpy' has no "
+                                                  "attribute 'row_stack'")
+    monkeypatch.setattr(cuda_simulator, "_PROBE_KERNEL", "print('probe kernel ok')")
+    assert hardware.probe_numba_cuda_kernel() == ""
+
+
+def test_real_probe_kernel_fails_without_a_gpu(has_gpu):
+    if has_gpu:
+        pytest.skip("a GPU is usable: tests/test_gpu.py checks that the probe kernel runs")
+    error = hardware.probe_numba_cuda_kernel()
+    assert error  # real Numba CUDA, no GPU: the one-thread kernel cannot run
+
+
+FAKE_DRIVER_PROBE = """
+import ctypes
+real_cdll = ctypes.CDLL
+
+class FakeDriver:  # a CUDA driver that reports one GPU, so course_lib runs its probe kernel
+    def cuInit(self, flags):
+        return 0
+    def cuDeviceGetCount(self, count):
+        count._obj.value = 1
+        return 0
+
+ctypes.CDLL = lambda name, *a, **k: FakeDriver() if "cuda" in str(name) else real_cdll(name, *a, **k)
+import argparse
+import numpy as np
+import course_lib
+from course_lib import cuda_simulator, hardware
+print("MODE", hardware.numba_cuda_mode())
+print("REASON", hardware.numba_cuda_reason())
+from course_lib import kernels
+print("SUM", kernels.vector_add(np.arange(4.0), np.ones(4)).sum())
+from course_tools.cli import cmd_doctor
+cmd_doctor(argparse.Namespace(json=False))
+"""
+
+
+def test_gpu_whose_probe_kernel_fails_falls_back_to_the_simulator():
+    """A driver that sees a GPU, but real Numba CUDA cannot run a kernel (here: there is no
+    GPU behind the fake driver): the simulator is switched on, kernels still run, doctor says why."""
+    env = {k: v for k, v in __import__("os").environ.items()
+           if k not in ("NUMBA_ENABLE_CUDASIM", "COURSE_NUMBA_CUDA")}
+    done = subprocess.run([sys.executable, "-c", FAKE_DRIVER_PROBE], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "MODE simulator" in out
+    reason = next(line for line in out.splitlines() if line.startswith("REASON "))
+    assert "probe kernel failed" in reason and "numba-cuda" in reason
+    assert "SUM 10.0" in out
+    assert "kernels Numba CUDA: simulator, because a one-thread probe kernel failed" in out and reason[len("REASON "):] in out.split("SUM")[1]
+
+
+def test_spec_for_finds_the_cited_row_of_a_gpu_by_its_torch_name():
+    assert hardware.spec_for("NVIDIA H100 80GB HBM3")["fp32_tflops"] == pytest.approx(67)
+    assert hardware.spec_for("Tesla V100-SXM2-16GB")["device"] == "NVIDIA Tesla V100 SXM2"
+    assert hardware.spec_for("NVIDIA A100-SXM4-80GB")["bandwidth_gbs"] == pytest.approx(2039)
+    assert hardware.spec_for("NVIDIA GeForce RTX 4090") is None  # not in the table: no made-up peak
+    assert hardware.spec_for("Intel(R) Xeon(R) Processor") is None  # CPUs are never GPU rows

@@ -23,10 +23,12 @@ def test_ring_schedule_shape_and_neighbours():
     for n in range(2, 7):
         steps = c.ring_schedule(n)
         assert len(steps) == 2 * (n - 1)
-        for step in steps:
+        for number, step in enumerate(steps):
             assert sorted(src for src, _, _ in step) == list(range(n))
             assert all(dst == (src + 1) % n for src, dst, _ in step)
             assert sorted(chunk for _, _, chunk in step) == list(range(n))
+            assert all(chunk == c.ring_chunk(src, number, n) for src, _, chunk in step)
+    assert c.ring_schedule(2) == [[(0, 1, 0), (1, 0, 1)], [(0, 1, 1), (1, 0, 0)]]
 
 
 @pytest.mark.parametrize("n,size", [(2, 5), (3, 7), (4, 4), (4, 3), (5, 12)])
@@ -40,6 +42,21 @@ def test_simulated_ring_sums_and_keeps_inputs(n, size):
         assert torch.allclose(o, total)
     for x, b in zip(xs, before):
         assert torch.equal(x, b)
+    # after reduce-scatter, rank r holds the finished chunk r + 1
+    half = c.simulate_ring_allreduce(xs, steps=n - 1)
+    for r in range(n):
+        finished = (r + 1) % n
+        assert torch.allclose(torch.tensor_split(half[r], n)[finished],
+                              torch.tensor_split(total, n)[finished])
+
+
+def test_simulate_runs_another_schedule():
+    n = 3
+    backwards = [[(r, (r - 1) % n, (r + s) % n) for r in range(n)] for s in range(n - 1)]
+    backwards += [[(r, (r - 1) % n, (r + s - 1) % n) for r in range(n)] for s in range(n - 1)]
+    xs = [torch.randn(6, dtype=torch.float64) for _ in range(n)]
+    for o in c.simulate_ring_allreduce(xs, schedule=backwards):
+        assert torch.allclose(o, sum(xs))
 
 
 def test_seed_worked_numbers():
@@ -105,13 +122,36 @@ def student_send_recv(tensor):
     return tensor
 
 
+def student_returns_a_new_tensor(tensor):
+    other = 1 - dist.get_rank()
+    buffer = torch.empty_like(tensor)
+    request = dist.isend(tensor.clone(), dst=other)
+    dist.recv(buffer, src=other)
+    request.wait()
+    return tensor + buffer
+
+
+def student_calls_the_library(tensor):
+    from course_lib.parallel.collectives import ring_allreduce
+    return ring_allreduce(tensor)
+
+
 def test_check_allreduce_of_a_shipped_function():
-    assert check_allreduce(student_send_recv, world_size=2, sizes=(1, 5)) < 1e-12
-    assert check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5)) > 0.0
-    assert check_allreduce(student_ring, world_size=2, sizes=(1,), point_to_point_only=False) == 0
+    good = check_allreduce(student_send_recv, world_size=2, sizes=(1, 5, (2, 3)))
+    assert good == {"error": 0.0, "in_place_error": 0.0, "returns_input": True, "library_modules": []}
+    assert check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5))["error"] > 0.0
+    assert check_allreduce(student_ring, world_size=2, sizes=(1,), point_to_point_only=False)["error"] == 0
     from course_lib.parallel.launch import WorkerFailed
     with pytest.raises(WorkerFailed, match="dist.all_reduce is not allowed"):
         check_allreduce(student_ring, world_size=2, sizes=(1,))
+
+
+def test_check_allreduce_sees_a_new_tensor_and_the_library():
+    fresh = check_allreduce(student_returns_a_new_tensor, world_size=2, sizes=(3, (2, 2)))
+    assert fresh["error"] < 1e-12  # the returned value is right ...
+    assert fresh["in_place_error"] > 0 and not fresh["returns_input"]  # ... but not in place
+    library = check_allreduce(student_calls_the_library, world_size=2, sizes=(4,))
+    assert library["error"] < 1e-12 and "course_lib.parallel.collectives" in library["library_modules"]
 
 
 def test_check_and_measure_in_one_launch():

@@ -1,5 +1,6 @@
 """DDP training on 2 gloo processes, bucket recording, the student-step checker, torchrun
 command, and the rpc parameter server (sync: no staleness, async: more updates)."""
+
 import torch
 import torch.nn.functional as F
 
@@ -7,19 +8,43 @@ from course_lib.checks.ddp import check_step
 from course_lib.parallel import ddp, ps
 
 
-def correct_step(model, X, y, optimizer):
+def accumulating_step(model, micro_batches, optimizer):
+    """Written out here: the exercise's answer is not in the library."""
+    import contextlib  # shipped as source to the workers: imports what it uses
     optimizer.zero_grad()
-    loss = F.cross_entropy(model(X), y)
-    loss.backward()
+    total = 0.0
+    for number, (X, y) in enumerate(micro_batches):
+        last = number == len(micro_batches) - 1
+        context = contextlib.nullcontext() if last else model.no_sync()
+        with context:
+            loss = F.cross_entropy(model(X), y) / len(micro_batches)
+            loss.backward()
+        total += float(loss)
     optimizer.step()
-    return loss
+    return total
 
 
-def step_without_zero_grad(model, X, y, optimizer):
-    loss = F.cross_entropy(model(X), y)
-    loss.backward()
+def step_that_syncs_every_micro_batch(model, micro_batches, optimizer):
+    optimizer.zero_grad()
+    total = 0.0
+    for X, y in micro_batches:
+        loss = F.cross_entropy(model(X), y) / len(micro_batches)
+        loss.backward()
+        total += float(loss)
     optimizer.step()
-    return loss
+    return total
+
+
+def step_without_zero_grad(model, micro_batches, optimizer):
+    import contextlib
+    total = 0.0
+    for X, y in micro_batches:
+        with model.no_sync() if (X, y) is not micro_batches[-1] else contextlib.nullcontext():
+            loss = F.cross_entropy(model(X), y) / len(micro_batches)
+            loss.backward()
+        total += float(loss)
+    optimizer.step()
+    return total
 
 
 def test_ddp_training_keeps_ranks_identical_and_gathers_accuracy():
@@ -31,17 +56,30 @@ def test_ddp_training_keeps_ranks_identical_and_gathers_accuracy():
     assert results[0]["steps"] == 2
 
 
-def test_check_step_accepts_a_correct_step_and_rejects_a_wrong_one():
-    good = check_step(correct_step)
+def test_check_step_accepts_a_correct_step_and_rejects_wrong_ones():
+    good = check_step(accumulating_step)
     assert good["max_error"] < 1e-6 and good["rank_difference"] == 0.0
-    bad = check_step(step_without_zero_grad)
-    assert bad["max_error"] > 1e-4
+    assert good["allreduces"] == [[1, 1], [1, 1]] and good["loss_error"] < 1e-6
+    chatty = check_step(step_that_syncs_every_micro_batch)
+    assert chatty["max_error"] < 1e-6  # the right parameters ...
+    assert chatty["allreduces"] == [[3, 3], [3, 3]]  # ... at three times the communication
+    assert check_step(step_without_zero_grad)["max_error"] > 1e-4
 
 
 def test_buckets_cover_every_parameter():
     record = ddp.buckets(bucket_cap_mb=0.05, model_name="lenet")
     assert sum(numel for _, numel, _ in record["buckets"]) == record["parameters"]
     assert len(record["buckets"]) > 1
+
+
+def test_default_buckets_follow_torchs_rule():
+    """ResNet-18 with DDP's defaults: a first bucket of at least 1 MiB, closed as soon as it
+    reaches it, then buckets of at least 25 MiB, the last one smaller."""
+    record = ddp.buckets(model_name="resnet18", timeout=120)
+    mib = [numel * 4 / 2**20 for _, numel, _ in record["buckets"]]
+    assert sum(numel for _, numel, _ in record["buckets"]) == record["parameters"]
+    assert record["first_bucket_mib"] == 1 and record["bucket_cap_mib"] == 25
+    assert 1 <= mib[0] < 25 and all(size >= 25 for size in mib[1:-1]) and mib[-1] < 25
 
 
 def test_torchrun_command_names_the_nodes():

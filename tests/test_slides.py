@@ -51,6 +51,75 @@ def test_missing_vendor_files_give_a_clear_message(monkeypatch, tmp_path):
         slides.vendor_into(tmp_path / "out")
 
 
+def _code_cell(source, outputs=(), tags=()):
+    import nbformat
+
+    cell = nbformat.v4.new_code_cell(source, metadata={"slideshow": {"slide_type": "slide"}})
+    cell.outputs = list(outputs)
+    if tags:
+        cell.metadata["tags"] = list(tags)
+    return cell
+
+
+def test_progress_bars_become_their_final_line():
+    import nbformat
+
+    bar = [nbformat.v4.new_output("stream", name="stderr", text=f"\r{k * 25}%|##| {k}/4 [00:0{k}<00:00, 2.0it/s]")
+           for k in range(5)]
+    bar.append(nbformat.v4.new_output("stream", name="stdout", text="loss 0.31\n"))
+    bar.append(nbformat.v4.new_output("stream", name="stderr", text="UserWarning: careful\n"))
+    nb = nbformat.v4.new_notebook(cells=[_code_cell("train()", bar)])
+    outputs = slides.prepare_for_slides(nb).cells[0].outputs
+    assert [(o["name"], o["text"]) for o in outputs] == [
+        ("stdout", "100%|##| 4/4 [00:04<00:00, 2.0it/s]\n"),
+        ("stdout", "loss 0.31\n"),
+        ("stderr", "UserWarning: careful\n")]
+    assert len(nb.cells[0].outputs) == 7  # the notebook itself is left alone
+
+
+def test_interactive_widgets_are_disabled_and_labelled_in_decks():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[_code_cell("interact(f)", [nbformat.v4.new_output(
+        "display_data", data={slides.WIDGET_VIEW: {"model_id": "box", "version_major": 2, "version_minor": 0}})])])
+    nb.metadata["widgets"] = {slides.WIDGET_STATE: {"state": {
+        "box": {"model_name": "VBoxModel", "state": {"children": ["IPY_MODEL_slider", "IPY_MODEL_out"]}},
+        "slider": {"model_name": "FloatSliderModel", "state": {"value": 1.0}},
+        "out": {"model_name": "OutputModel", "state": {}}}}}
+    ready = slides.prepare_for_slides(nb)
+    state = ready.metadata["widgets"][slides.WIDGET_STATE]["state"]
+    assert state["slider"]["state"]["disabled"] is True and "disabled" not in state["out"]["state"]
+    assert "Live notebook only" in ready.cells[0].outputs[-1]["data"]["text/html"]
+    plain = nbformat.v4.new_notebook(cells=[_code_cell("print(1)", [nbformat.v4.new_output("stream", text="1\n")])])
+    assert len(slides.prepare_for_slides(plain).cells[0].outputs) == 1
+
+
+def test_tagged_code_is_folded_and_its_output_kept(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        _code_cell("import secret_setup_code", [nbformat.v4.new_output("stream", text="setup done\n")],
+                   tags=[slides.HIDE_INPUT]),
+        _code_cell("visible_point = 42")])
+    html = slides.build_deck(nb, tmp_path, "folded").read_text()
+    fold = html.index('<details class="course-fold">')
+    assert fold < html.index("secret_setup_code") < html.index("</details>") < html.index("setup done")
+    assert "visible_point" in html[html.index("</details>"):]
+
+
+def test_executed_notebook_renders_as_offline_html(tmp_path):
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title $x^2$"), _code_cell("answer_marker = 1")])
+    (tmp_path / "executed").mkdir()
+    nbformat.write(nb, str(tmp_path / "executed" / "lecture.ipynb"))
+    page = slides.notebook_html(tmp_path / "executed" / "lecture.ipynb", tmp_path / "executed" / "lecture.html",
+                                tmp_path / "slides")
+    html = page.read_text()
+    assert slides.remote_references(html) == []
+    assert "../slides/_vendor/mathjax/MathJax.js" in html and "answer_marker" in html
+    assert (tmp_path / "slides" / "_vendor" / "mathjax" / "MathJax.js").exists()
+
 
 # Rendering in a real browser (every slide, console errors, failed requests, the slide count,
 # screenshots, and RISE inside JupyterLab) is tested in tests/test_browser.py.

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.utils.benchmark as tb
 
-from course_lib.timing import Timing, benchmark, format_seconds, synchronize
+from course_lib.timing import Timing, benchmark, device_name, format_seconds, measured_on, synchronize
 
 
 def test_timing_statistics():
@@ -58,3 +58,50 @@ def test_synchronize_accepts_cpu_and_none():
     synchronize(None)
     synchronize("cpu")
     synchronize(torch.device("cpu"))
+
+
+@pytest.fixture
+def fake_cuda(monkeypatch):
+    """Pretend torch sees one CUDA GPU named 'Fake H100 80GB' (no real CUDA call is made)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "Fake H100 80GB")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    return "Fake H100 80GB"
+
+
+def test_timing_records_device_and_threads():
+    threads = torch.get_num_threads()
+    t = benchmark(lambda: None, repeat=2, number=10)
+    assert t.device == "cpu" and t.threads == threads
+    assert t.measured_on().startswith("measured here on: ")
+    assert f"{threads} thread" in t.measured_on()
+    assert benchmark(lambda: None, device=None, repeat=1, number=1).device == "cpu"
+
+
+def test_cpu_timing_is_never_labelled_with_the_gpu(fake_cuda):
+    from course_lib.hardware import cpu_info
+
+    cpu_timing = benchmark(lambda: sum(range(100)), repeat=2, number=10)
+    assert cpu_timing.device == "cpu"
+    assert fake_cuda not in cpu_timing.measured_on()
+    assert cpu_info().model in cpu_timing.measured_on()
+    gpu_timing = benchmark(lambda: None, device="cuda", repeat=2, number=10)
+    assert gpu_timing.device == "cuda:0"
+    assert fake_cuda in gpu_timing.measured_on()
+    assert cpu_info().model not in gpu_timing.measured_on()
+
+
+def test_measured_on_for_figures_taken_without_benchmark(fake_cuda):
+    assert "(CPU, 3 threads of " in measured_on("cpu", threads=3)
+    assert fake_cuda not in measured_on("cpu")
+    assert fake_cuda in measured_on(torch.device("cuda", 0))
+    assert device_name(None) == "cpu" and device_name("cuda") == "cuda:0"
+
+
+def test_roofline_of_the_cpu_is_labelled_with_the_cpu(fake_cuda):
+    from course_lib.roofline import measure
+
+    roof = measure(device="cpu", n=32, nbytes=2**16)
+    assert fake_cuda not in roof.device and "CPU" in roof.device

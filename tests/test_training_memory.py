@@ -110,3 +110,55 @@ def test_profiles_follow_the_model_dtype():
         mem = training_memory.profile_layer_mem(layer, (8, 50), device=device).layers[0]
         assert mem.weight_bytes == (50 * 20 + 20) * 2 and mem.input_bytes == 8 * 50 * 2
     assert training_memory.activation_bytes(nn.Sequential(nn.Linear(10, 5).half()), (3, 10)) == 3 * 10 * 2
+
+
+def _fake_snapshot():
+    """A CUDA memory snapshot as torch.cuda.memory._snapshot() returns it, made up: 1 KiB held
+    before recording, then alloc 4 KiB, alloc 2 KiB, free the 4 KiB (requested, then completed)."""
+    trace = [{"action": "alloc", "addr": 0x1000, "size": 4096, "time_us": 100},
+             {"action": "alloc", "addr": 0x3000, "size": 2048, "time_us": 130},
+             {"action": "free_requested", "addr": 0x1000, "size": 4096, "time_us": 150},
+             {"action": "free_completed", "addr": 0x1000, "size": 4096, "time_us": 151},
+             {"action": "segment_alloc", "addr": 0x9000, "size": 2 << 20, "time_us": 160}]
+    blocks = [{"size": 1024, "state": "active_allocated"}, {"size": 2048, "state": "active_allocated"},
+              {"size": 4096, "state": "inactive"}]
+    return {"segments": [{"device": 0, "blocks": blocks}], "device_traces": [trace]}
+
+
+def test_allocator_timeline_of_a_snapshot():
+    xs, allocated = training_memory.allocator_timeline(_fake_snapshot())
+    assert xs == [0, 30, 51]
+    assert allocated == [1024 + 4096, 1024 + 4096 + 2048, 1024 + 2048]
+    untimed = _fake_snapshot()
+    for entry in untimed["device_traces"][0]:
+        del entry["time_us"]
+    assert training_memory.allocator_timeline(untimed)[0] == [0, 1, 2]
+    assert training_memory.allocator_timeline({"device_traces": [[]], "segments": []}) == ([], [])
+
+
+def test_cuda_memory_history_without_a_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    calls = []
+    assert training_memory.cuda_memory_history(lambda: calls.append(1)) is None
+    assert calls == []  # nothing runs when there is nothing to record
+
+
+def test_cuda_memory_history_records_and_stops(monkeypatch, tmp_path):
+    """With a fake GPU: recording is switched on, the step runs, the snapshot is returned and
+    pickled, and recording is switched off again."""
+    import pickle
+
+    import torch
+
+    switched = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *args: None)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history",
+                        lambda enabled="all", **kwargs: switched.append(enabled))
+    monkeypatch.setattr(torch.cuda.memory, "_snapshot", _fake_snapshot)
+    steps = []
+    snapshot = training_memory.cuda_memory_history(lambda: steps.append(1), steps=2, path=tmp_path / "s.pickle")
+    assert steps == [1, 1] and switched == ["all", None]
+    assert snapshot == _fake_snapshot() == pickle.loads((tmp_path / "s.pickle").read_bytes())

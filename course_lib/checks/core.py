@@ -80,3 +80,50 @@ def check_raises(name: str, fn, exception: type[BaseException], hint: str = "") 
     except Exception as exc:  # noqa: BLE001 - reported to the student
         _fail(name, f"{exception.__name__} to be raised", f"{type(exc).__name__}: {exc}", hint)
     _fail(name, f"{exception.__name__} to be raised", f"a normal return of {_describe(result)}", hint)
+
+
+def check_array_close(name: str, got, expected, rtol: float = 1e-6, atol: float = 0.0,
+                      hint: str = "") -> None:
+    """``got`` has ``expected``'s shape and every element is within ``atol + rtol * |expected|``
+    of it (as ``numpy.isclose``; NaN never matches). On failure the message names the first
+    mismatching indices with both values there, how many elements differ, and the first
+    expected values, so a student sees *where* the answer goes wrong, not only that it does."""
+    import numpy as np
+
+    def show(values, count: int = 6) -> str:
+        flat = np.asarray(values).ravel()
+        head = ", ".join(f"{v:.6g}" if isinstance(v, (float, np.floating)) else repr(v.item()
+                         if hasattr(v, "item") else v) for v in flat[:count])
+        return "[" + head + (", ...]" if flat.size > count else "]")
+
+    if got is None:
+        _fail(name, f"an array of shape {np.shape(expected)}", got, hint)
+    exp = np.asarray(expected)
+    try:
+        arr = np.asarray(got, dtype=np.float64 if exp.dtype.kind in "fc" else None)
+    except (TypeError, ValueError):
+        _fail(name, f"an array of shape {exp.shape}", got, hint)
+    if arr.shape != exp.shape:
+        msg = (f"{name}: expected an array of shape {exp.shape} starting {show(exp)}, "
+               f"got shape {arr.shape} starting {show(arr)}")
+        raise CheckFailed(msg + (f". Hint: {hint}" if hint else ""))
+    if arr.dtype.kind not in "biufc" or exp.dtype.kind not in "biufc":
+        bad = arr != exp
+    else:
+        bad = ~np.isclose(arr.astype(np.float64), exp.astype(np.float64), rtol=rtol, atol=atol)
+    if bad.any():
+        where = np.argwhere(bad)
+        lines = []
+        for idx in where[:4]:
+            key = tuple(int(i) for i in idx)
+            label = ", ".join(str(i) for i in key)
+            lines.append(f"[{label}] expected {exp[key]:.6g} got {arr[key]:.6g}"
+                         if exp.dtype.kind in "biufc" and arr.dtype.kind in "biufc"
+                         else f"[{label}] expected {exp[key]!r} got {arr[key]!r}")
+        tol = f"rtol={rtol:g}, atol={atol:g}"
+        msg = (f"{name}: {int(bad.sum())} of {bad.size} elements differ ({tol}); first at "
+               + "; ".join(lines) + f". Expected values start {show(exp)}")
+        if hint:
+            msg += f". Hint: {hint}"
+        raise CheckFailed(msg)
+    _ok(name)

@@ -25,32 +25,41 @@ import torch.distributed as dist
 # ------------------------------------------------------------------ the ring schedule
 
 
+def ring_chunk(rank: int, step: int, n: int) -> int:
+    """The chunk that ``rank`` sends to ``rank + 1`` in step ``step`` (``0 ... 2 (n-1) - 1``)
+    of this module's ring: in reduce-scatter step ``s`` the chunk ``rank - s``, in all-gather
+    step ``s`` the chunk ``rank + 1 - s`` (the one it finished or received last), mod ``n``."""
+    phase_step = step if step < n - 1 else step - (n - 1)
+    offset = 0 if step < n - 1 else 1
+    return (rank + offset - phase_step) % n
+
+
 def ring_schedule(n: int) -> list[list[tuple[int, int, int]]]:
     """The steps of a ring allreduce on ``n`` ranks: a list of ``2 (n-1)`` steps.
 
     Each step is a list of ``(src, dst, chunk)`` transfers that happen at the same time:
-    rank ``src`` sends its chunk number ``chunk`` to ``dst = (src + 1) % n``. In the first
-    ``n-1`` steps (reduce-scatter) the receiver *adds* the chunk to its own; in the last
-    ``n-1`` steps (all-gather) it *overwrites* its copy. After reduce-scatter rank ``r``
-    holds the finished chunk ``(r + 1) % n``.
+    rank ``src`` sends its chunk number ``chunk`` (:func:`ring_chunk`) to
+    ``dst = (src + 1) % n``. In the first ``n-1`` steps (reduce-scatter) the receiver *adds*
+    the chunk to its own; in the last ``n-1`` steps (all-gather) it *overwrites* its copy.
+    After reduce-scatter rank ``r`` holds the finished chunk ``(r + 1) % n``.
     """
-    steps = []
-    for s in range(n - 1):
-        steps.append([(r, (r + 1) % n, (r - s) % n) for r in range(n)])
-    for s in range(n - 1):
-        steps.append([(r, (r + 1) % n, (r + 1 - s) % n) for r in range(n)])
-    return steps
+    return [[(r, (r + 1) % n, ring_chunk(r, s, n)) for r in range(n)] for s in range(2 * (n - 1))]
 
 
-def simulate_ring_allreduce(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """Run :func:`ring_schedule` on a list of tensors in one process (rank ``i`` = ``tensors[i]``).
+def simulate_ring_allreduce(tensors: list[torch.Tensor], schedule=None,
+                            steps: int | None = None) -> list[torch.Tensor]:
+    """Run a ring schedule on a list of tensors in one process (rank ``i`` = ``tensors[i]``).
 
-    Returns new tensors (the inputs are not changed); each equals the sum of the inputs.
-    Useful to watch the schedule and to check it without starting processes.
+    ``schedule`` defaults to :func:`ring_schedule`; its first ``n-1`` steps add, the others
+    overwrite. ``steps`` stops after that many steps (``n-1``: the state after
+    reduce-scatter). Returns new tensors (the inputs are not changed); after the whole
+    schedule each equals the sum of the inputs. Useful to watch a schedule and to check it
+    without starting processes.
     """
     n = len(tensors)
+    schedule = ring_schedule(n) if schedule is None else schedule
     chunks = [list(torch.tensor_split(t.detach().clone().reshape(-1), n)) for t in tensors]
-    for step_number, step in enumerate(ring_schedule(n)):
+    for step_number, step in enumerate(schedule[:steps]):
         sent = [(dst, c, chunks[src][c].clone()) for src, dst, c in step]
         for dst, c, data in sent:
             if step_number < n - 1:

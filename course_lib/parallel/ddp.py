@@ -27,6 +27,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
@@ -80,8 +81,9 @@ def evaluate_all_ranks(model: nn.Module, test: TensorDataset, device, batch_size
     mine = torch.tensor([correct, len(indices)], dtype=torch.int64, device=device)
     gathered = [torch.zeros_like(mine) for _ in range(world)]
     dist.all_gather(gathered, mine)
-    counts = [tuple(int(v) for v in t.cpu()) for t in gathered]
-    return sum(c for c, _ in counts) / max(sum(n for _, n in counts), 1), counts
+    table = torch.stack(gathered).cpu()  # one row (correct, seen) per rank
+    right, seen = table.sum(dim=0).tolist()
+    return right / max(seen, 1), [tuple(row) for row in table.tolist()]
 
 
 def train_worker(model_name: str = "lenet", epochs: int = 1, batch_size: int = 64,
@@ -136,13 +138,19 @@ def train(k: int = 2, timeout: float = 120.0, **options) -> list[dict]:
 # --------------------------------------------------------------------- buckets
 
 
-def bucket_worker(model_name: str = "resnet18", bucket_cap_mb: float = 25.0,
+def bucket_worker(model_name: str = "resnet18", bucket_cap_mb: float | None = None,
                   batch_size: int = 2, iterations: int = 2) -> dict:
-    """Run one DDP backward pass and record every gradient bucket DDP all-reduces.
+    """Run DDP backward passes and record every gradient bucket DDP all-reduces.
 
-    A communication hook sees each bucket when it becomes ready, while ``backward`` is
-    still computing the gradients of earlier layers. Returns the buckets in that order as
-    ``(index, numel, seconds since backward started)`` plus the backward's duration.
+    ``bucket_cap_mb=None`` keeps DDP's defaults, which in torch 2.13 are buckets closed once
+    they reach 25 MiB and a first bucket closed at 1 MiB (``_DEFAULT_BUCKET_CAP_MB`` in
+    ``torch/nn/parallel/distributed.py``, ``torch.distributed._DEFAULT_FIRST_BUCKET_BYTES``);
+    an explicit cap applies to the first bucket too. The first iteration uses one bucket for
+    everything; from the second on, DDP has rebuilt its buckets in the order the gradients
+    arrived. A communication hook sees each bucket when it becomes ready, while ``backward``
+    is still computing the gradients of earlier layers. Returns the last iteration's buckets
+    in that order as ``(index, numel, seconds since backward started)``, the backward's
+    duration (seconds) and the two limits in MiB (``first_bucket_mib``, ``bucket_cap_mib``).
     """
     rank, world, device = init_process_group()
     model = DDP(make_model(model_name).to(device), bucket_cap_mb=bucket_cap_mb,
@@ -165,14 +173,18 @@ def bucket_worker(model_name: str = "resnet18", bucket_cap_mb: float = 25.0,
         loss.backward()
         backward_seconds = time.perf_counter() - started[0]
     sizes = [p.numel() for p in model.parameters()]
+    cap_mib = _DEFAULT_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
+    first_mib = dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20 if bucket_cap_mb is None else cap_mib
     dist.barrier()
     del model  # release DDP's reducer before the process group goes
     dist.destroy_process_group()
     return {"buckets": seen, "backward_seconds": backward_seconds,
-            "parameters": sum(sizes), "tensors": len(sizes)}
+            "parameters": sum(sizes), "tensors": len(sizes), "device": str(device),
+            "first_bucket_mib": first_mib,
+            "bucket_cap_mib": cap_mib}
 
 
-def buckets(bucket_cap_mb: float = 25.0, model_name: str = "resnet18", k: int = 2,
+def buckets(bucket_cap_mb: float | None = None, model_name: str = "resnet18", k: int = 2,
             timeout: float = 90.0) -> dict:
     """Rank 0's record from :func:`bucket_worker` on ``k`` processes."""
     return launch(bucket_worker, k, model_name=model_name, bucket_cap_mb=bucket_cap_mb,

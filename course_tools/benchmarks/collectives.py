@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 def run() -> dict:
-    from course_lib.hardware import device_label
+    from course_lib.hardware import describe_device
     from course_lib.parallel import collectives as c
 
     numel = 10_000_000
@@ -15,7 +15,7 @@ def run() -> dict:
     modelled = c.ring_allreduce_seconds(4 * numel, 4, bandwidth, alpha)
     ring, builtin = four["ring"][numel], four["builtin"][numel]
     return {
-        "device": device_label() + ", gloo over localhost",
+        "device": describe_device("cpu") + "; gloo over localhost, 2 and 4 processes",
         "ring_allreduce_4proc_10M_f32_seconds": ring,
         "builtin_allreduce_4proc_10M_f32_seconds": builtin,
         "ring_over_builtin_time_ratio": ring / builtin,

@@ -39,11 +39,12 @@ def _timed(fn, device) -> float:
 
 def run(repeats: int = 7) -> dict:
     from course_lib.data import load_dataset, make_loader
-    from course_lib.hardware import device_label
+    from course_lib.hardware import describe_device
     from course_lib.models import LeNet
     from course_lib.profile import profile_ops
     from course_lib.timing import benchmark
-    from course_lib.train import default_device, train
+    from course_lib.devices import default_device
+    from course_lib.train import train
 
     device = default_device()
     data = load_dataset("mnist", verbose=False)
@@ -60,7 +61,7 @@ def run(repeats: int = 7) -> dict:
         library.append(_timed(lambda: train(copy.deepcopy(initial), loader(), device=device,
                                             progress=False), device))
     figures = {
-        "device": device_label(),
+        "device": describe_device(device),
         "dataset": data.name,
         "lenet_epoch_hand_written_seconds": min(hand),
         "lenet_epoch_course_train_seconds": min(library),

@@ -1,21 +1,23 @@
-"""Autograding with nbgrader, one step per module, in the order a submission meets them
-(the manner of nbgrader's own ``converters/autograde.py``):
+"""Autograding with nbgrader, one step per module, in the order a submission meets them:
 
-1. ``nbgrader_course``: the course directory; release, autograde and score through nbgrader.
-2. ``submission``: intake: read the student's notebook, refuse what is not one, restore
-   the test cells from the source, copy the student's folder for the sandbox.
-3. ``integrity``: how test cells are guarded against student code that patches checks.
-4. ``sandbox``: bubblewrap and rlimits around one kernel per submission.
-5. ``execute``: run the restored notebook cell by cell in that kernel, judge test cells.
-6. ``feedback``: nbgrader's HTML feedback with hidden tests removed.
-7. ``grade``: the whole ``course grade`` command: the steps above for every student, then
-   nbgrader scores the executed notebooks and one CSV row per student is written.
+1. ``nbgrader_course``: the course directory; release and the build's round trip through nbgrader.
+2. ``submission``: intake: regular files with plain names only (anything else refused with the
+   reason, nothing copied), read the notebook, restore the test cells from the source.
+3. ``sandbox`` and ``kernel``: bubblewrap, rlimits, systemd scopes or the watchdog around the two
+   processes of each submission: the student's kernel and the trusted ``checker``.
+4. ``plan``: per lesson, which test cells the trusted checker judges (plain data through ``wire``)
+   and which run in the student's kernel under the guards of ``integrity``.
+5. ``execute``: run one submission: student cells in its kernel, test cells where the plan says.
+6. ``feedback``: the student's HTML page, built only from what may be shown.
+7. ``results``: per shard, outcomes; the merge writes the gradebook and one CSV.
+8. ``grade``: the whole ``course grade`` command.
 """
-from .grade import Outcome, grade_lesson, write_grades_csv
+from .grade import grade_lesson, merge_lesson
 from .nbgrader_course import CourseDir, GradingError, release, round_trip, score
-from .sandbox import Limits, SandboxUnavailable, bubblewrap, why_no_sandbox
+from .results import Outcome, write_grades_csv
+from .sandbox import Limits, SandboxUnavailable, bubblewrap, limits_in_force, why_no_sandbox
 from .submission import SubmissionProblem, is_test_cell
 
 __all__ = ["CourseDir", "GradingError", "Limits", "Outcome", "SandboxUnavailable", "SubmissionProblem",
-           "bubblewrap", "grade_lesson", "is_test_cell", "release", "round_trip", "score",
-           "why_no_sandbox", "write_grades_csv"]
+           "bubblewrap", "grade_lesson", "is_test_cell", "limits_in_force", "merge_lesson", "release",
+           "round_trip", "score", "why_no_sandbox", "write_grades_csv"]

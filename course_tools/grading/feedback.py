@@ -1,116 +1,125 @@
-"""What students receive back: nbgrader feedback without hidden tests.
+"""Step 6 of grading: the feedback a student receives, one HTML page per submission.
 
-``RedactHiddenTests`` runs inside ``nbgrader generate_feedback`` (before nbgrader's own
-``ClearHiddenTests`` removes the hidden lines from the test cells' source). It rewrites the
-outputs of test cells that contain hidden tests: a failure's traceback (which would quote
-hidden lines) becomes one line, and the message of a failing hidden check (its name, input
-and expected value) is replaced by "a hidden test failed"; "ok: NAME" lines of hidden checks
-are dropped.
+Nothing is filtered after the fact: the feedback is built only from what may be shown. Test
+cells show their visible source and the checker's verdict (the check's "expected ..., got ..."
+message first, then the test cell's line; never checker code); hidden tests show only "passed"
+or "a hidden test failed", because their source, arguments and expected values never leave the
+checker. The student's own cells show what they printed up to the moment hidden data reached
+their kernel (``execute`` withholds the rest). Student output is plain text, PNG or JPEG only
+(no HTML, JavaScript, SVG or Markdown outputs, all of it escaped by the template) and markdown
+cells the student wrote are shown as escaped text, so nothing a student writes runs in the
+reader's browser. Math renders offline with the local MathJax of
+``slides/node_modules`` copied beside the pages (``feedback/_vendor/mathjax``).
 """
 from __future__ import annotations
 
-import json
+import copy
+import html
 import re
-import subprocess
+import shutil
+from pathlib import Path
 
-from nbgrader.preprocessors import NbGraderPreprocessor
+import nbformat
 
-from .nbgrader_course import CourseDir, GradingError
+from ..slides import NODE_MODULES, VENDOR_FILES
+from .segments import visible_part
+from .submission import _nb_meta, is_test_cell
 
-HIDDEN = re.compile(r"### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS\n?", re.S)
-
-
-def visible_part(source: str) -> str:
-    """The test cell's source without its hidden-test regions."""
-    return HIDDEN.sub("", source)
-
-
-def _shown(message: str, visible: str) -> bool:
-    name = message.split(": expected", 1)[0].strip()
-    return bool(name) and name in visible
+SAFE_DATA = ("text/plain", "image/png", "image/jpeg")
+MATHJAX_CONFIG = "?config=TeX-AMS_CHTML-full,Safe"
+REMOTE_SCRIPT = re.compile(r"<script\b[^>]*>(?:(?!</script>).)*?https://cdnjs\.(?:(?!</script>).)*?</script>"
+                           r"|<script\b[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.S | re.I)
 
 
-def redact_outputs(outputs: list, visible: str) -> list:
-    """Outputs of a test cell with everything that would reveal hidden tests removed."""
-    kept = []
+def safe_outputs(outputs: list, limit: int = 200_000) -> list:
+    """Student outputs reduced to what a browser shows as text or a bitmap."""
+    kept, used = [], 0
     for out in outputs:
         kind = out.get("output_type")
-        if kind == "error":
-            evalue = out.get("evalue", "")
-            from_a_check = out.get("ename") in ("CheckFailed", "AssertionError", "IntegrityError")
-            if from_a_check and not _shown(evalue, visible):
-                evalue = "a hidden test failed (hidden tests are not shown)"
-            out = {**out, "evalue": evalue, "traceback": [f"{out.get('ename', 'Error')}: {evalue}"]}
-        elif kind == "stream":
-            lines = [ln for ln in out.get("text", "").splitlines(keepends=True)
-                     if not ln.startswith("ok: ") or _shown(ln[4:].rstrip("\n") + ": expected", visible)]
-            if not lines:
+        if kind == "stream":
+            new = {"output_type": "stream", "name": "stdout" if out.get("name") == "stdout" else "stderr",
+                   "text": str(out.get("text", ""))}
+        elif kind == "error":
+            new = {"output_type": "error", "ename": str(out.get("ename", ""))[:200],
+                   "evalue": str(out.get("evalue", ""))[:4000],
+                   "traceback": [str(t) for t in out.get("traceback", [])][:50]}
+        elif kind in ("display_data", "execute_result"):
+            data = {k: v for k, v in (out.get("data") or {}).items() if k in SAFE_DATA and isinstance(v, str)}
+            if not data:
                 continue
-            out = {**out, "text": "".join(lines)}
-        kept.append(out)
+            new = {"output_type": kind, "data": data, "metadata": {}}
+            if kind == "execute_result":
+                new["execution_count"] = None
+        else:
+            continue
+        used += len(repr(new))
+        if used > limit:
+            kept.append({"output_type": "stream", "name": "stdout", "text": "[further output cut]\n"})
+            break
+        kept.append(new)
     return kept
 
 
-def hidden_lines(sources: list[str]) -> set[str]:
-    """The non-trivial lines inside hidden-test regions of these cell sources."""
-    lines = set()
-    for source in sources:
-        for region in HIDDEN.findall(source):
-            lines.update(ln.strip() for ln in region.splitlines() if len(ln.strip()) >= 8)
-    return lines
-
-
-def scrub(outputs: list, secret: set[str]) -> list:
-    """Outputs with every line that quotes a hidden test line replaced by a notice (student code
-    that captured the test cells' code and printed it later must not reveal them)."""
-    if not secret:
-        return outputs
-    notice = "[a line quoting a hidden test was removed]"
-
-    def clean(text: str) -> str:
-        return "".join(notice + "\n" if any(h in ln for h in secret) else ln for ln in text.splitlines(keepends=True))
-
-    kept = []
-    for out in outputs:
-        out = dict(out)
-        if "text" in out:
-            out["text"] = clean(out["text"])
-        if isinstance(out.get("data"), dict):
-            out["data"] = {k: clean(v) if isinstance(v, str) else v for k, v in out["data"].items()}
-        if "traceback" in out:
-            out["traceback"] = [clean(t) for t in out["traceback"]]
-        kept.append(out)
-    return kept
-
-
-class RedactHiddenTests(NbGraderPreprocessor):
-    """nbgrader preprocessor: see the module docstring."""
-
-    def preprocess(self, nb, resources):
-        self._secret = hidden_lines([c.source for c in nb.cells if c.cell_type == "code"])
-        return super().preprocess(nb, resources)
-
-    def preprocess_cell(self, cell, resources, index):
-        from nbformat import from_dict
-
+def feedback_notebook(nb, execution, scores: dict, total: tuple[float, float], notes: list[str], release_nb=None):
+    """The notebook the student's feedback page is made from. Markdown that is not the
+    release's own is shown as escaped text."""
+    fb = copy.deepcopy(nb)
+    trusted_text = {c.source for c in (release_nb.cells if release_nb else []) if c.cell_type != "code"}
+    for index, cell in enumerate(fb.cells):
         if cell.cell_type != "code":
-            return cell, resources
-        meta = cell.metadata.get("nbgrader", {})
-        outputs = cell.outputs
-        if meta.get("grade") and "BEGIN HIDDEN TESTS" in cell.source:
-            outputs = redact_outputs(outputs, visible_part(cell.source))
-        cell.outputs = [from_dict(o) for o in scrub(outputs, getattr(self, "_secret", set()))]
-        return cell, resources
+            if cell.source not in trusted_text:  # the student's own text: shown, never rendered
+                fb.cells[index] = nbformat.v4.new_markdown_cell(
+                    "<pre>" + html.escape(cell.source).replace("\n", "&#10;") + "</pre>")
+            continue
+        cell.execution_count = None
+        if is_test_cell(cell):
+            gid = _nb_meta(cell)["grade_id"]
+            cell.source = visible_part(cell.source).rstrip()
+            verdict = execution.verdicts.get(gid)
+            got, top = scores.get(gid, (0.0, _nb_meta(cell).get("points", 0)))
+            head = {"output_type": "stream", "name": "stdout", "text": f"[{gid}: {got:g} / {top:g} points]\n"}
+            cell.outputs = [head, *(safe_outputs(verdict.outputs) if verdict else [])]
+        else:
+            cell.outputs = safe_outputs(execution.outputs.get(index, []))
+        cell.outputs = [nbformat.from_dict(o) for o in cell.outputs]
+    lines = [f"# Feedback: {total[0]:g} / {total[1]:g} points", ""]
+    if notes:  # raw HTML with escaped text: markdown never interprets what a note quotes
+        lines.append("<ul>" + "".join(f"<li>{html.escape(n).replace(chr(10), ' ')}</li>" for n in notes) + "</ul>")
+    fb.cells.insert(0, nbformat.v4.new_markdown_cell("\n".join(lines)))
+    return fb
 
 
-def generate_feedback(course: CourseDir, lesson: str) -> subprocess.CompletedProcess:
-    """nbgrader feedback (HTML) with hidden tests and their outputs removed."""
-    preprocessors = ["nbgrader.preprocessors.GetGrades", f"{RedactHiddenTests.__module__}.RedactHiddenTests",
-                     "nbgrader.preprocessors.ClearHiddenTests",
-                     "nbconvert.preprocessors.CSSHTMLHeaderPreprocessor"]
-    done = course.nbgrader("generate_feedback", lesson, "--force",
-                           f"--GenerateFeedback.preprocessors={json.dumps(preprocessors)}")
-    if done.returncode != 0:
-        raise GradingError(f"nbgrader generate_feedback {lesson} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    return done
+def mathjax_into(feedback_root: Path) -> Path | None:
+    """Copy the local MathJax beside the feedback pages (once); its folder, or None if absent."""
+    target = feedback_root / "_vendor"
+    entries = [(s, d) for s, d in VENDOR_FILES if s.startswith("mathjax/")]
+    if any(not (NODE_MODULES / s).exists() for s, _ in entries):
+        return None
+    for src, dst in entries:
+        if (target / dst).exists():
+            continue
+        (target / dst).parent.mkdir(parents=True, exist_ok=True)
+        if (NODE_MODULES / src).is_dir():
+            shutil.copytree(NODE_MODULES / src, target / dst)
+        else:
+            shutil.copy2(NODE_MODULES / src, target / dst)
+    return target / "mathjax"
 
+
+def render_html(fb, mathjax_url: str) -> str:
+    """HTML of a feedback notebook: sanitised, no remote scripts; math from ``mathjax_url``."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(template_name="lab")
+    exporter.sanitize_html = False  # its escaping shows the lesson's own markdown as tags; see feedback_notebook
+    exporter.mathjax_url = mathjax_url
+    exporter.exclude_input_prompt = exporter.exclude_output_prompt = True
+    page, _ = exporter.from_notebook_node(fb)
+    # the template's own loaders for require.js and mermaid (unused here) would reach a CDN
+    return REMOTE_SCRIPT.sub("", page)
+
+
+def local_mathjax_url(depth: int = 2) -> str:
+    """MathJax's address relative to ``feedback/<student>/<lesson>/exercises.html``."""
+    have = all((NODE_MODULES / s).exists() for s, _ in VENDOR_FILES if s.startswith("mathjax/"))
+    return ("../" * depth + "_vendor/mathjax/MathJax.js" + MATHJAX_CONFIG) if have else ""

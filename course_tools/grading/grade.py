@@ -1,163 +1,230 @@
-"""The whole of ``course grade LESSON``: intake, restore, execute in the sandbox, score with
-nbgrader, feedback, and one CSV row per student.
+"""The whole of ``course grade LESSON``: intake, the lesson's plan, each submission in its own
+sandboxes (trusted checker + student kernel), feedback, and the results of one shard; then
+(unsharded, or with ``--merge``) the gradebook and one CSV row per student.
+
+Each student is graded on its own: nothing a submission does can stop the others, and the
+CSV is written even when the grader is stopped (SIGTERM: the students not yet graded say so).
+Scratch folders live under ``build/grading/.scratch-<pid>`` and are removed at the end, on
+SIGTERM, and (for a grader that was killed outright) by the next run.
 """
 from __future__ import annotations
 
 import copy
-import csv
+import os
 import shutil
+import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 from tqdm import tqdm
 
 from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
-from .execute import _error_output, execute_submission
-from .feedback import generate_feedback
-from .nbgrader_course import CourseDir, GradingError, ensure_assignment, score
+from . import kernel as kernel_mod
+from .execute import Execution, Verdict, _error_output, execute_submission
+from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html
+from .nbgrader_course import CourseDir, ensure_assignment
+from .plan import lesson_facts, lesson_plan, reference_notebook
+from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
-from .submission import SubmissionProblem, copy_for_sandbox, import_submissions, is_test_cell, read_submission, restore_test_cells
-
-STAGING = Path("build") / "sandboxed"     # executed notebooks that nbgrader scores
-
-
-@dataclass
-class Outcome:
-    """One student's result: score and the reasons a grader or student should read."""
-
-    student: str
-    score: float = 0.0
-    max_score: float = 0.0
-    reasons: list = None
-    seconds: float = 0.0
-
-    def __post_init__(self):
-        self.reasons = list(self.reasons or [])
-
-    @property
-    def reason(self) -> str:
-        return "; ".join(self.reasons) if self.reasons else "graded normally"
+from .submission import (STUDENT_NAME, SubmissionProblem, _nb_meta, copy_files, import_submissions,
+                         inspect_folder, is_test_cell, read_submission, read_timestamp, restore_test_cells)
 
 
+class Stopped(Exception):
+    """The grader received SIGTERM or SIGINT."""
 
-def grade_one(student: str, lesson: str, course: CourseDir, source_nb, release_nb, limits: Limits,
-              slot: int, sandbox: bool) -> Outcome:
-    """Run one student's submission; write the executed notebook where nbgrader scores it."""
+
+def _clean_stale_scratch(base: Path) -> None:
+    for old in base.glob(".scratch-*"):
+        pid = old.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _graded_notebook(nb, ex: Execution):
+    """The restored notebook with outputs nbgrader scores: a failed test cell holds an error."""
+    graded = copy.deepcopy(nb)
+    for index, cell in enumerate(graded.cells):
+        if cell.cell_type != "code":
+            continue
+        cell.execution_count = None
+        if is_test_cell(cell):
+            verdict = ex.verdicts.get(_nb_meta(cell)["grade_id"]) or Verdict(False, [_error_output("NotRun", "not run")])
+            outputs = [o for o in verdict.outputs if o["output_type"] == "stream" and o["name"] == "stdout"]
+            if not verdict.passed:
+                errors = [o for o in verdict.outputs if o["output_type"] == "error"]
+                outputs += errors[:1] or [_error_output("TestFailed", "the test did not pass")]
+        else:
+            outputs = ex.outputs.get(index, [])
+        cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    return graded
+
+
+def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
+    """Grade one student's folder in submitted/; write its graded notebook and feedback page
+    into the shard folder. Never raises."""
     start = time.perf_counter()
     outcome = Outcome(student)
-    folder = course.root / "submitted" / student / lesson
-    staged = course.root / STAGING / student / lesson
-    if staged.exists():
-        shutil.rmtree(staged)
-    staged.mkdir(parents=True)
-    for f in ("timestamp.txt",):
-        if (folder / f).is_file():
-            shutil.copy2(folder / f, staged / f)
+    folder = ctx["course"].root / "submitted" / student / ctx["lesson"]
     try:
+        files = inspect_folder(folder)
         nb = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")
-        nb, notes = restore_test_cells(nb, source_nb, release_nb)
+        nb, notes = restore_test_cells(nb, ctx["source_nb"], ctx["release_nb"])
         outcome.reasons += notes
-        uid = sandbox_uid(slot) if sandbox else None
-        work = copy_for_sandbox(folder, uid)
+        stamp, note = read_timestamp(folder)
+        outcome.timestamp = stamp.isoformat() if stamp else ""
+        outcome.reasons += [note] if note else []
+        uid = sandbox_uid(slot) if ctx["sandbox"] else None
+        work = Path(os.path.join(ctx["scratch"], f"sub-{slot}-{os.urandom(4).hex()}"))
         try:
-            outcome.reasons += execute_submission(nb, work, limits, slot=slot, sandbox=sandbox)
+            copy_files(folder, work / "submission", files, uid)
+            ex = execute_submission(nb, work / "submission", ctx["limits"], ctx["facts"], slot, ctx["sandbox"],
+                                    ctx["scratch"])
         finally:
-            shutil.rmtree(work.parent, ignore_errors=True)
-    except SubmissionProblem as exc:
-        outcome.reasons.append(str(exc))
-        nb = copy.deepcopy(release_nb)
-        for cell in nb.cells:
-            if is_test_cell(cell):
-                cell.outputs = [_error_output("NotGraded", str(exc))]
+            shutil.rmtree(work, ignore_errors=True)
+        outcome.reasons += ex.notes
+        graded = _graded_notebook(nb, ex)
+        nbformat.write(graded, str(ctx["out"] / "graded" / f"{student}.ipynb"))
+        points = {_nb_meta(c)["grade_id"]: float(_nb_meta(c).get("points", 0)) for c in nb.cells if is_test_cell(c)}
+        scores = {g: (p if ex.verdicts.get(g) and ex.verdicts[g].passed else 0.0, p) for g, p in points.items()}
+        outcome.cells = {g: s for g, (s, _) in scores.items()}
+        outcome.score = sum(outcome.cells.values())
+        if ctx["feedback"]:
+            total = (outcome.score, ctx["max_score"])
+            notes = outcome.reasons[:len(outcome.reasons) - len(ex.notes) + ex.shown_notes]
+            fb = feedback_notebook(nb, ex, scores, total, notes, ctx["release_nb"])
+            (ctx["out"] / "feedback" / f"{student}.html").write_text(render_html(fb, local_mathjax_url()))
+    except SubmissionProblem as exc:  # refused, or not a notebook: 0 points, the reason says why
+        outcome.status, outcome.reasons, outcome.score = "refused", [*outcome.reasons, str(exc)], 0.0
+    except Stopped:
+        raise
     except Exception as exc:  # noqa: BLE001 - the grader's own fault for this student, recorded
+        outcome.status = "error"
         outcome.reasons.append(f"grader error: {type(exc).__name__}: {str(exc)[:300]}")
         outcome.score = float("nan")
-        nb = None
-    if nb is not None:
-        for cell in nb.cells:
-            if cell.cell_type == "code":
-                cell.outputs = [nbformat.from_dict(o) for o in cell.outputs]
-        nbformat.write(nb, str(staged / f"{GRADED_NOTEBOOK}.ipynb"))
     outcome.seconds = round(time.perf_counter() - start, 2)
     return outcome
 
 
+def _students(course: CourseDir, lesson: str) -> list[str]:
+    submitted = course.root / "submitted"
+    if not submitted.is_dir():
+        return []
+    return sorted(p.name for p in submitted.iterdir()
+                  if STUDENT_NAME.fullmatch(p.name) and os.path.lexists(p / lesson))
+
 
 def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions: Path | None = None,
                  workers: int = 1, limits: Limits | None = None, sandbox: bool = True,
-                 progress: bool = True, feedback: bool = True) -> list[Outcome]:
-    """Grade every submission of one lesson: sandboxed runs in parallel, then nbgrader
-    scores them; write ``build/grades_<lesson>.csv`` and feedback. Raises GradingError only
-    for a fault of the grader (nbgrader failing as a whole), SandboxUnavailable when
-    ``sandbox`` is asked for and cannot be had."""
+                 progress: bool = True, feedback: bool = True, shard: tuple[int, int] = (0, 1),
+                 merge_after: bool | None = None) -> list[Outcome]:
+    """Grade one lesson's submissions (those of shard ``shard[0]`` of ``shard[1]``, by index in
+    the sorted list of students); merge when unsharded (or ``merge_after``). Returns this
+    shard's outcomes, or the merged ones. Raises GradingError for a fault of the grader,
+    SandboxUnavailable when ``sandbox`` is asked for and cannot be had."""
     lesson = lesson_dir.name
     limits = limits or Limits()
     course = course or CourseDir(REPO, NOTEBOOKS)
+    index, count = shard
     if sandbox and not bubblewrap():
         raise SandboxUnavailable(why_no_sandbox())
-    if submissions:
-        import_submissions(course, lesson, Path(submissions))
+    refused = import_submissions(course, lesson, Path(submissions)) if submissions else {}
     ensure_assignment(course, lesson)
-    submitted = course.root / "submitted"
-    students = sorted(p.name for p in submitted.iterdir()
-                      if (p / lesson).is_dir() and not p.name.startswith(".")) if submitted.exists() else []
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
     release_nb = nbformat.read(str(course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
-    staging = course.root / STAGING
-    for old in staging.glob(f"*/{lesson}"):
-        if old.parent.name not in students:
-            shutil.rmtree(old)
-    slots = list(range(max(1, workers)))
-    lock = threading.Lock()
+    base = course.root / "build" / "grading"
+    base.mkdir(parents=True, exist_ok=True)
+    _clean_stale_scratch(base)
+    scratch = base / f".scratch-{os.getpid()}"
+    out = shard_dir(course, lesson, index, count)
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "graded").mkdir(parents=True)
+    (out / "feedback").mkdir()
+    everyone = sorted(set(_students(course, lesson)) | set(refused))
+    mine = [s for i, s in enumerate(everyone) if i % count == index]
+    cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
+    max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
+    ctx = {"course": course, "lesson": lesson, "source_nb": source_nb, "release_nb": release_nb, "limits": limits,
+           "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback, "max_score": max_score}
+    done: dict[str, Outcome] = {}
+    stop = threading.Event()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        def on_signal(signum, frame):
+            stop.set()
+            raise Stopped(signal.Signals(signum).name)
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
+    complete = False
+    try:
+        def reference(facts):
+            ref_dir, source = scratch / "reference", course.source / lesson
+            try:
+                files = inspect_folder(source)
+            except SubmissionProblem:
+                files = [(f"{GRADED_NOTEBOOK}.ipynb", (source / f"{GRADED_NOTEBOOK}.ipynb").stat().st_size)]
+            copy_files(source, ref_dir, files, sandbox_uid(0) if sandbox else None)
+            try:
+                return execute_submission(reference_notebook(source_nb, release_nb), ref_dir, limits, facts, 0,
+                                          sandbox, scratch)
+            finally:
+                shutil.rmtree(ref_dir, ignore_errors=True)
 
-    def job(student: str) -> Outcome:
-        with lock:
-            slot = slots.pop()
-        try:
-            return grade_one(student, lesson, course, source_nb, release_nb, limits, slot, sandbox)
-        finally:
+        plan, note = lesson_plan(course.root, lesson, source_nb, release_nb, reference)
+        ctx["facts"] = lesson_facts(source_nb, plan)
+        for s in mine:
+            if s in refused:
+                done[s] = Outcome(s, status="refused", reasons=[refused[s]], max_score=max_score)
+        slots = list(range(max(1, workers)))
+        lock = threading.Lock()
+
+        def job(student: str) -> None:
+            if stop.is_set():
+                return
             with lock:
-                slots.append(slot)
+                slot = slots.pop()
+            try:
+                done[student] = grade_one(student, ctx, slot)
+            finally:
+                with lock:
+                    slots.append(slot)
 
-    outcomes: list[Outcome] = []
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        bar = tqdm(pool.map(job, students), total=len(students), desc=f"grading {lesson}",
-                   unit="submission", disable=not progress)
-        outcomes = list(bar)
-    if students:
-        done = course.nbgrader("autograde", lesson, "--force",
-                               f"--CourseDirectory.submitted_directory={STAGING}",
-                               "--Execute.enabled=False", "--ClearOutput.enabled=False",
-                               timeout=max(300, 20 * len(students)))
-        graded = {s for s in students if (course.root / "autograded" / s / lesson).exists()}
-        if done.returncode != 0 and not graded:
-            raise GradingError(f"nbgrader autograde {lesson} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-        for o in outcomes:
-            got, top = score(course, lesson, o.student)
-            o.max_score = top
-            if o.student not in graded:
-                o.reasons.append("grader error: nbgrader could not score this submission")
-                o.score = float("nan")
-            elif o.score == o.score:  # not NaN
-                o.score = got
+        todo = [s for s in mine if s not in done]
+        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+            futures = [pool.submit(job, s) for s in todo]
+            for f in tqdm(futures, desc=f"grading {lesson}", unit="submission", disable=not progress):
+                f.result()
+        complete = True
+    except Stopped:
+        kernel_mod.kill_all()
+    finally:
+        stop.set()
+        kernel_mod.kill_all()
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in mine:
+            if s not in done:
+                done[s] = Outcome(s, status="error", score=float("nan"), max_score=max_score,
+                                  reasons=["not graded: the grader was stopped (SIGTERM) before this submission"])
+        write_shard(out, [done[s] for s in mine], complete)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if merge_after if merge_after is not None else count == 1:
         if feedback:
-            generate_feedback(course, lesson)
-    write_grades_csv(course.root / "build" / f"grades_{lesson}.csv", outcomes)
-    return outcomes
+            mathjax_into(course.root / "feedback")
+        return merge(course, lesson, cell_ids, max_score)
+    return [done[s] for s in mine]
 
 
-
-def write_grades_csv(path: Path, outcomes: list[Outcome]) -> Path:
-    """student, score, max_score, seconds, reason: one row per submission."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", "score", "max_score", "seconds", "reason"])
-        for o in outcomes:
-            writer.writerow([o.student, "" if o.score != o.score else f"{o.score:g}", f"{o.max_score:g}",
-                             f"{o.seconds:g}", o.reason])
-    return path
+def merge_lesson(lesson_dir: Path, course: CourseDir | None = None) -> list[Outcome]:
+    """``course grade LESSON --merge``: the shards of the last run into gradebook and CSV."""
+    course = course or CourseDir(REPO, NOTEBOOKS)
+    lesson = lesson_dir.name
+    source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
+    ensure_assignment(course, lesson)
+    cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
+    max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
+    mathjax_into(course.root / "feedback")
+    return merge(course, lesson, cell_ids, max_score)

@@ -1,7 +1,9 @@
-"""Step 2 of grading: integrity. How a test cell is run so that student code cannot turn a
-failure into a pass: the check helpers are defined afresh inside the cell from
+"""Guards for the test cells that the plan runs in the student's kernel (``plan``): hardened,
+not sound, since whatever runs in the student's process can be rewritten by the student. How
+such a test cell is run so that student code has a harder time turning a failure into a pass: the check helpers are defined afresh inside the cell from
 ``course_lib/checks/core.py``, a canary copy of the test that must fail is run first, the
-IPython machinery a student could patch is reset, and a fingerprint of the functions tests
+IPython machinery a student could patch is reset (AST and input transformers, tracing
+and profiling hooks, the excepthook), and a fingerprint of the functions tests
 rely on is compared before each test cell.
 """
 from __future__ import annotations
@@ -40,11 +42,16 @@ def guarded_test(source: str, token: str, canary: bool) -> str:
 
 
 RESET_MACHINERY = """\
-import sys as _course_sys
+import sys as _course_sys, threading as _course_threading
 _course_ip = get_ipython()
 _course_ip.ast_transformers.clear()
+_course_ip.input_transformers_post.clear()
+_course_ip.input_transformers_cleanup[:] = [t for t in _course_ip.input_transformers_cleanup
+                                            if getattr(t, "__module__", "").startswith("IPython.")]
 _course_sys.excepthook = _course_sys.__excepthook__
-del _course_sys, _course_ip
+_course_sys.settrace(None); _course_sys.setprofile(None)
+_course_threading.settrace(None); _course_threading.setprofile(None)
+del _course_sys, _course_ip, _course_threading
 """
 
 

@@ -1,20 +1,30 @@
-"""Running untrusted notebook code in a sandbox: a Jupyter kernel inside bubblewrap.
+"""Running untrusted code in a sandbox: bubblewrap, rlimits and a per-sandbox watchdog.
 
-The grader (outside) talks to a kernel (inside) over Unix-domain ZeroMQ sockets in a folder
-both can see, so the kernel needs no network at all. Inside the sandbox the kernel sees:
+Two kinds of process run sandboxed for each submission: the student's Jupyter kernel
+(``kernel.SandboxKernel``) and the trusted checker (``checker``), which never runs student code
+but is sandboxed all the same. The grader (outside) talks to the kernel over Unix-domain ZeroMQ
+sockets in a folder both can see and to the checker over pipes, so neither needs a network.
+Inside, a sandbox sees:
 
 * read-only: the system (``/usr``, ``/etc``), the Python installation and virtualenv, and
-  the course files it needs (``course_lib/``, ``data/``);
-* writable: ``/submission`` (a scratch copy of one student's folder) and ``/tmp`` (a scratch
-  folder on disk), both owned by an unprivileged user id;
+  the course files it needs (``course_lib/``, ``data/``; the checker also its own code);
+* writable: ``/submission`` (a scratch copy of one student's folder; the kernel only) and
+  ``/tmp`` (a scratch folder), both owned by an unprivileged user id;
 * nothing else: no other submission, no gradebook, no source notebooks, no hidden tests,
-  no network (``--unshare-net``), its own process tree (``--unshare-pid``).
+  no network (``--unshare-net``), its own process tree (``--unshare-pid``), no GPU unless the
+  grader passes ``gpu=True`` (then ``/dev/nvidia*`` are bound in).
 
-Resource limits (rlimits, per process) cap address space (bytes), CPU time (seconds), the
-number of processes and threads of the sandbox's user id, and file size (bytes). Wall-clock
-limits per cell and per notebook are enforced by the grader, which interrupts or kills the
-kernel. When the grader runs as root, each sandbox runs as its own unprivileged user id, so
-the process limit counts only that sandbox's processes.
+Limits. Where systemd can start transient scopes (cgroups v2), each sandbox runs in its own
+scope with ``MemoryMax`` and ``TasksMax``: memory and processes are bounded per sandbox by the
+kernel. Elsewhere (containers without systemd, like the course's CI machine) these hold:
+rlimits per process (address space, CPU seconds, file size, open files; no core files); the
+process limit per sandbox user (RLIMIT_NPROC counts every process of a user id, and as root each
+sandbox has its own user id); and the grader's watchdog (``usage``), which sums the resident
+memory and counts the processes of the whole sandbox and the bytes in its writable folders
+several times a second and kills the sandbox past ``memory_bytes``, ``processes`` or
+``disk_bytes``. Outputs are capped per cell and per notebook by the grader. On a GPU
+(``gpu=True``) the address-space rlimit is not set, because CUDA reserves far more virtual
+memory than it uses; memory is then bounded by the scope or the watchdog alone.
 """
 from __future__ import annotations
 
@@ -55,16 +65,19 @@ class SandboxUnavailable(RuntimeError):
 class Limits:
     """What one submission may use. Sizes in bytes, times in seconds."""
 
-    memory_bytes: int = 4 * 2**30      # address space per process (RLIMIT_AS)
+    memory_bytes: int = 4 * 2**30      # per sandbox (scope or watchdog) and per process (RLIMIT_AS)
     cpu_seconds: int = 600             # CPU time per process (RLIMIT_CPU)
-    processes: int = 4608              # processes + threads of the sandbox user (RLIMIT_NPROC);
+    processes: int = 4608              # processes + threads per sandbox (RLIMIT_NPROC, scope, watchdog);
     #                                    the Numba CUDA simulator runs one thread per CUDA thread
     file_bytes: int = 256 * 2**20      # largest file it may write (RLIMIT_FSIZE)
+    disk_bytes: int = 512 * 2**20      # all files in its writable folders together (watchdog)
     open_files: int = 1024             # RLIMIT_NOFILE
     cell_seconds: float = 120.0        # wall clock per cell
     notebook_seconds: float = 900.0    # wall clock for the whole notebook
     output_bytes: int = 200_000        # kept outputs per cell; the rest is dropped
+    notebook_output_bytes: int = 2_000_000  # kept outputs per notebook
     startup_seconds: float = 60.0      # kernel start
+    gpu: bool = False                  # bind /dev/nvidia* in; no address-space rlimit
 
 
 @dataclass
@@ -80,15 +93,18 @@ class CellRun:
 
 
 def rlimit_values(limits: Limits) -> dict:
-    """The rlimits applied to the sandbox, as {resource constant: (soft, hard)}."""
-    return {
-        resource.RLIMIT_AS: (limits.memory_bytes, limits.memory_bytes),
+    """The rlimits applied to the sandbox, as {resource constant: (soft, hard)}. No
+    address-space limit with ``gpu``: CUDA reserves huge virtual ranges it never touches."""
+    values = {
         resource.RLIMIT_CPU: (limits.cpu_seconds, limits.cpu_seconds + 5),
         resource.RLIMIT_NPROC: (limits.processes, limits.processes),
         resource.RLIMIT_FSIZE: (limits.file_bytes, limits.file_bytes),
         resource.RLIMIT_NOFILE: (limits.open_files, limits.open_files),
         resource.RLIMIT_CORE: (0, 0),
     }
+    if not limits.gpu:
+        values[resource.RLIMIT_AS] = (limits.memory_bytes, limits.memory_bytes)
+    return values
 
 
 def _apply_rlimits(limits: Limits) -> None:
@@ -124,21 +140,50 @@ def why_no_sandbox() -> str:
             "namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1).")
 
 
-def _read_only_paths() -> list[Path]:
-    """Folders the kernel needs read-only: Python, the venv, course code and data."""
+@lru_cache(maxsize=None)
+def systemd_scope() -> str | None:
+    """Path of a systemd-run that can start a transient scope with cgroup limits, else None."""
+    tool = shutil.which("systemd-run")
+    if not tool:
+        return None
+    try:
+        done = subprocess.run([tool, "--scope", "--quiet", "-p", "MemoryMax=64M", "-p", "TasksMax=8", "true"],
+                              capture_output=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return tool if done.returncode == 0 else None
+
+
+def limits_in_force() -> str:
+    """One sentence: how memory and processes are bounded per sandbox on this machine."""
+    if systemd_scope():
+        return "per sandbox by a systemd scope (cgroups: MemoryMax, TasksMax) and per process by rlimits"
+    return ("per sandbox by the grader's watchdog (total resident memory, processes, disk; no cgroups: "
+            "systemd cannot start scopes here) and per process by rlimits")
+
+
+def gpu_devices() -> list[str]:
+    """The NVIDIA device files of this machine (bound into a sandbox with ``gpu``)."""
+    return sorted(str(p) for p in Path("/dev").glob("nvidia*") if not p.is_dir())
+
+
+def _read_only_paths(extra=()) -> list[Path]:
+    """Folders a sandbox needs read-only: Python, the venv, course code and data."""
     paths = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(),
-             LIBRARY, DATA}
+             LIBRARY, DATA, *(Path(p) for p in extra)}
     exe = Path(sys.executable)
     paths.add(exe.resolve().parent.parent)
     return sorted(p for p in paths if p.exists())
 
 
-def sandbox_argv(command: list[str], submission: Path, tmp: Path, conn_dir: Path,
-                 uid: int | None) -> list[str]:
-    """The bubblewrap command line that runs ``command`` as described in this module."""
+def sandbox_argv(command: list[str], submission: Path | None, tmp: Path, conn_dir: Path | None,
+                 uid: int | None, read_only=(), limits: Limits | None = None) -> list[str]:
+    """The command line that runs ``command`` as described in this module (in a systemd scope
+    where one can be had)."""
     bwrap = bubblewrap()
     if not bwrap:
         raise SandboxUnavailable(why_no_sandbox())
+    limits = limits or Limits()
     argv = [bwrap, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
     for name in ("bin", "lib", "lib32", "lib64", "sbin"):
         target = Path("/") / name
@@ -149,28 +194,38 @@ def sandbox_argv(command: list[str], submission: Path, tmp: Path, conn_dir: Path
     # the scratch /tmp first: the read-only folders below may lie under /tmp (a clone there)
     argv += ["--bind", str(tmp), "/tmp"]
     made = {Path("/tmp")}
-    for path in _read_only_paths():
+    for path in _read_only_paths(read_only):
         for parent in reversed(path.parents):
             if str(parent) != "/" and parent not in made and not str(parent).startswith(("/usr", "/etc")):
                 argv += ["--perms", "0755", "--dir", str(parent)]
                 made.add(parent)
         argv += ["--ro-bind", str(path), str(path)]
-    for parent in reversed(conn_dir.parents):
-        if str(parent) != "/" and parent not in made:
-            argv += ["--perms", "0755", "--dir", str(parent)]
-            made.add(parent)
-    argv += ["--bind", str(conn_dir), str(conn_dir),
-             "--bind", str(submission), INSIDE_SUBMISSION,
-             "--dev", "/dev", "--proc", "/proc", "--chdir", INSIDE_SUBMISSION,
-             "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-             "--unshare-cgroup-try", "--die-with-parent", "--new-session",
-             "--hostname", "grading"]
+    if conn_dir is not None:
+        for parent in reversed(conn_dir.parents):
+            if str(parent) != "/" and parent not in made:
+                argv += ["--perms", "0755", "--dir", str(parent)]
+                made.add(parent)
+        argv += ["--bind", str(conn_dir), str(conn_dir)]
+    if submission is not None:
+        argv += ["--bind", str(submission), INSIDE_SUBMISSION, "--chdir", INSIDE_SUBMISSION]
+    else:
+        argv += ["--chdir", "/tmp"]
+    argv += ["--dev", "/dev", "--proc", "/proc"]
+    if limits.gpu:
+        for dev in gpu_devices():
+            argv += ["--dev-bind", dev, dev]
+    argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+             "--unshare-cgroup-try", "--die-with-parent", "--new-session", "--hostname", "grading"]
     if uid is not None:  # root: become an unprivileged user inside, then drop every capability
         argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                  shutil.which("setpriv") or "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}",
                  "--clear-groups", "--no-new-privs", "--inh-caps=-all"]
     else:
         argv += ["--"]
+    scope = systemd_scope()
+    if scope:
+        argv = [scope, "--scope", "--quiet", "-p", f"MemoryMax={limits.memory_bytes}",
+                "-p", f"TasksMax={limits.processes}", "--", *argv]
     return argv + command
 
 
@@ -184,188 +239,6 @@ def sandbox_env(venv_bin: Path) -> dict:
         "MALLOC_ARENA_MAX": "2", "PYTHONDONTWRITEBYTECODE": "1", "LANG": "C.UTF-8",
         "PYDEVD_DISABLE_FILE_VALIDATION": "1", "TQDM_DISABLE": "1",
     }
-
-
-class SandboxKernel:
-    """An IPython kernel for one submission, in bubblewrap (or, if ``sandbox`` is False,
-    in a plain subprocess with the same rlimits: only for code the grader trusts)."""
-
-    def __init__(self, submission: Path, limits: Limits, slot: int = 0, sandbox: bool = True):
-        self.submission = Path(submission)
-        self.limits = limits
-        self.sandbox = sandbox
-        self.uid = sandbox_uid(slot) if sandbox else None
-        self.work = Path(tempfile.mkdtemp(prefix="course-kernel-"))
-        self.proc: subprocess.Popen | None = None
-        self.client = None
-
-    # -- lifecycle -------------------------------------------------------------------
-    def start(self) -> None:
-        from jupyter_client import BlockingKernelClient
-        from jupyter_client.connect import write_connection_file
-
-        conn_dir = self.work / f"conn{int(time.time() * 1000) % 10**8}"
-        tmp = self.work / "tmp"
-        conn_dir.mkdir()
-        tmp.mkdir(exist_ok=True)
-        for folder in (conn_dir, tmp):
-            os.chmod(folder, 0o700)
-            if self.uid is not None:
-                os.chown(folder, self.uid, self.uid)
-        conn_file, _ = write_connection_file(str(conn_dir / "kernel.json"), ip=str(conn_dir / "k"),
-                                             transport="ipc")
-        if self.uid is not None:
-            os.chown(conn_file, self.uid, self.uid)
-        venv_bin = Path(sys.executable).parent
-        kernel = [str(venv_bin / "python"), "-m", "ipykernel_launcher", "-f", conn_file,
-                  "--HistoryManager.enabled=False", "--IPKernelApp.matplotlib=inline"]
-        limits = self.limits
-        if self.sandbox:
-            argv = sandbox_argv(kernel, self.submission, tmp, conn_dir, self.uid)
-            limits_for_fork = limits
-            if self.uid is None:  # not root: the process limit counts all our processes
-                limits_for_fork = Limits(**{**limits.__dict__, "processes": limits.processes + _own_process_count()})
-            pre = lambda: (os.setsid(), _apply_rlimits(limits_for_fork))  # noqa: E731
-            env = sandbox_env(venv_bin)
-            cwd = None
-        else:
-            argv = kernel
-            limits_for_fork = Limits(**{**limits.__dict__, "processes": limits.processes + _own_process_count()})
-            pre = lambda: (os.setsid(), _apply_rlimits(limits_for_fork))  # noqa: E731
-            env = {**os.environ, **{k: v for k, v in sandbox_env(venv_bin).items() if k not in ("HOME", "PATH")}}
-            cwd = self.submission
-        self.proc = subprocess.Popen(argv, preexec_fn=pre, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.client = BlockingKernelClient()
-        self.client.load_connection_file(conn_file)
-        self.client.start_channels()
-        deadline = time.monotonic() + limits.startup_seconds
-        while True:  # wait for the kernel to answer kernel_info
-            if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace")[-1500:]
-                raise RuntimeError(f"the kernel did not start (exit code {self.proc.returncode}): {err}")
-            try:
-                self.client.wait_for_ready(timeout=2)
-                break
-            except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("the kernel did not start in time") from None
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self) -> None:
-        """Kill the kernel and everything it started; remove its scratch folders."""
-        if self.client is not None:
-            try:
-                self.client.stop_channels()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-            self.client = None
-        if self.proc is not None:
-            if self.proc.poll() is None:
-                try:
-                    os.killpg(self.proc.pid, signal.SIGKILL)  # --new-session / setsid: own group
-                except (ProcessLookupError, PermissionError):
-                    pass
-                self.proc.kill()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                pass
-            if self.proc.stderr:
-                self.proc.stderr.close()
-            self.proc = None
-        shutil.rmtree(self.work, ignore_errors=True)
-        self.work = Path(tempfile.mkdtemp(prefix="course-kernel-"))
-
-    def restart(self) -> None:
-        self.stop()
-        self.start()
-
-    def close(self) -> None:
-        self.stop()
-        shutil.rmtree(self.work, ignore_errors=True)
-
-    def interrupt(self) -> None:
-        """SIGINT to the kernel (a KeyboardInterrupt in the running cell)."""
-        if not self.alive():
-            return
-        if self.sandbox:  # the kernel is the only python in its pid namespace's session
-            for pid in _children(self.proc.pid):
-                try:
-                    os.kill(pid, signal.SIGINT)
-                except (ProcessLookupError, PermissionError):
-                    pass
-        else:
-            self.proc.send_signal(signal.SIGINT)
-
-    # -- execution ---------------------------------------------------------------------
-    def execute(self, code: str, timeout: float) -> CellRun:
-        """Run ``code``; collect outputs (capped) and the execute_reply's status.
-
-        The status comes from the kernel's reply on the shell channel, not from what the
-        cell displayed, so hiding tracebacks does not hide a failure."""
-        kc = self.client
-        msg_id = kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
-        run = CellRun(status="pending")
-        kept = 0
-        reply = None
-        idle = False
-        deadline = time.monotonic() + timeout
-        while reply is None or not idle:
-            if time.monotonic() > deadline:
-                run.status = "timeout"
-                return run
-            if not self.alive():
-                run.status, run.exit_code = "died", self.proc.returncode
-                return run
-            try:
-                msg = kc.get_iopub_msg(timeout=0.05)
-            except queue.Empty:
-                msg = None
-            if msg is not None and msg.get("parent_header", {}).get("msg_id") == msg_id:
-                kept = self._collect(run, msg, kept)
-                if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
-                    idle = True
-            if reply is None:
-                try:
-                    shell = kc.get_shell_msg(timeout=0 if msg is not None else 0.02)
-                except queue.Empty:
-                    shell = None
-                if shell is not None and shell.get("parent_header", {}).get("msg_id") == msg_id:
-                    reply = shell["content"]
-        run.status = "ok" if reply.get("status") == "ok" else "error"
-        if run.status == "error":
-            run.ename = run.ename or str(reply.get("ename", ""))
-            run.evalue = run.evalue or str(reply.get("evalue", ""))
-        return run
-
-    def _collect(self, run: CellRun, msg: dict, kept: int) -> int:
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "error":
-            run.ename, run.evalue = str(content.get("ename", "")), str(content.get("evalue", ""))
-        if kind not in ("stream", "display_data", "execute_result", "error"):
-            return kept
-        size = len(repr(content))
-        if kept + size > self.limits.output_bytes:
-            run.truncated = True
-            return kept
-        if kind == "stream":
-            if run.outputs and run.outputs[-1].get("output_type") == "stream" and run.outputs[-1]["name"] == content["name"]:
-                run.outputs[-1]["text"] += content["text"]
-            else:
-                run.outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
-        elif kind == "error":
-            run.outputs.append({"output_type": "error", "ename": content.get("ename", ""),
-                                "evalue": content.get("evalue", ""),
-                                "traceback": list(content.get("traceback", []))[:50]})
-        else:
-            out = {"output_type": kind, "data": content.get("data", {}), "metadata": content.get("metadata", {})}
-            if kind == "execute_result":
-                out["execution_count"] = content.get("execution_count")
-            run.outputs.append(out)
-        return kept + size
 
 
 def _own_process_count() -> int:
@@ -382,26 +255,57 @@ def _own_process_count() -> int:
     return count
 
 
-def _children(pid: int) -> list[int]:
-    """All descendants of ``pid`` (from /proc), deepest last."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
+def _process_table() -> dict[int, tuple[int, int, int]]:
+    """{pid: (parent pid, resident bytes, threads)} of every process, from /proc."""
+    table = {}
+    page = os.sysconf("SC_PAGE_SIZE")
+    for entry in os.scandir("/proc"):
         if entry.name.isdigit():
             try:
-                stat = (entry / "stat").read_text()
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                    fields = fh.read().rsplit(b")", 1)[1].split()
+                table[int(entry.name)] = (int(fields[1]), int(fields[21]) * page, int(fields[17]))
             except (OSError, ValueError, IndexError):
                 continue
-            parents.setdefault(ppid, []).append(int(entry.name))
+    return table
+
+
+def descendants(pid: int, table: dict | None = None) -> list[int]:
+    """All descendants of ``pid`` (from /proc)."""
+    table = _process_table() if table is None else table
+    children: dict[int, list[int]] = {}
+    for child, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(child)
     found, todo = [], [pid]
     while todo:
-        for child in parents.get(todo.pop(), []):
+        for child in children.get(todo.pop(), []):
             found.append(child)
             todo.append(child)
-    return [p for p in found if _is_python(p)]
+    return found
 
 
-def _is_python(pid: int) -> bool:
+def usage(pid: int) -> tuple[int, int]:
+    """(resident bytes, threads) of the process ``pid`` and all its descendants together."""
+    table = _process_table()
+    tree = [pid, *descendants(pid, table)]
+    return (sum(table[p][1] for p in tree if p in table), sum(table[p][2] for p in tree if p in table))
+
+
+def folder_bytes(folder: Path, cap: int) -> int:
+    """Bytes of the files under ``folder`` (stops counting past ``cap``)."""
+    total = 0
+    for root, dirs, files in os.walk(folder):
+        for name in files + dirs:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                continue
+            if total > cap:
+                return total
+    return total
+
+
+def is_kernel_python(pid: int) -> bool:
     try:
         return (Path(f"/proc/{pid}/comm").read_text().startswith("python")
                 and b"ipykernel" in Path(f"/proc/{pid}/cmdline").read_bytes())

@@ -1,15 +1,18 @@
-"""Step 1 of grading: intake. Read a student's submission, refuse what is not a notebook,
-restore the test cells from the source (hidden tests included) and the grade cells'
-metadata from the release, and make the scratch copy of the student's folder that the
-sandbox sees.
+"""Step 1 of grading: intake. A submission is a folder of regular files with plain names and
+bounded sizes; anything else (a symbolic link anywhere, a device, a pipe, a socket, an odd name,
+too many or too large files) is refused for that student with the reason, and nothing of it is
+copied or read. Then: read the notebook, refuse what is not one, restore the test cells from the
+source (hidden tests included) and the grade cells' metadata from the release, and copy the
+student's files (regular files only, opened without following links) for the sandbox.
 """
 from __future__ import annotations
 
 import copy
 import json
 import os
+import re
 import shutil
-import tempfile
+import stat
 from pathlib import Path
 
 import nbformat
@@ -33,9 +36,9 @@ def is_test_cell(cell) -> bool:
 
 def read_submission(path: Path):
     """The student's notebook as an nbformat node; SubmissionProblem if it is not one."""
-    if not path.exists():
+    if not os.path.lexists(path):
         raise SubmissionProblem(f"missing file {path.name}")
-    raw = path.read_bytes()
+    raw = _read_regular(path, MAX_FILE_BYTES)
     try:
         data = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -115,31 +118,135 @@ def restore_test_cells(student_nb, source_nb, release_nb):
 
 
 
-def copy_for_sandbox(folder: Path, uid: int | None) -> Path:
-    """A scratch copy of one student's folder (only that folder), owned by the sandbox user."""
-    scratch = Path(tempfile.mkdtemp(prefix="course-submission-"))
-    work = scratch / "submission"
-    shutil.copytree(folder, work, symlinks=False, ignore_dangling_symlinks=True,
-                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@ -]{0,99}")
+STUDENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+MAX_FILES = 200                 # files and folders in one submission
+MAX_FILE_BYTES = 20 * 2**20     # one file
+MAX_TOTAL_BYTES = 60 * 2**20    # the whole submission
+MAX_DEPTH = 6                   # folder nesting
+
+
+def _kind(mode: int) -> str:
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def inspect_folder(folder: Path) -> list[tuple[str, int]]:
+    """(relative path, bytes) of every regular file of a submission; SubmissionProblem saying
+    why when it holds anything else or passes a limit. Follows no link, opens nothing."""
+    try:
+        top = os.lstat(folder)
+    except OSError:
+        raise SubmissionProblem("no submission folder") from None
+    if not stat.S_ISDIR(top.st_mode):
+        raise SubmissionProblem(f"refused: the submission folder is {_kind(top.st_mode)}, not a folder")
+    files, count, total = [], 0, 0
+    todo = [(Path(folder), "", 0)]
+    while todo:
+        path, rel, depth = todo.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                shown = (rel + "/" + name).lstrip("/")
+                if not PLAIN_NAME.fullmatch(name) or name.strip() != name:
+                    raise SubmissionProblem(f"refused: the file name {shown!r} is not plain (letters, digits, . _ - + @ and spaces)")
+                count += 1
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    if depth + 1 > MAX_DEPTH:
+                        raise SubmissionProblem(f"refused: folders nested deeper than {MAX_DEPTH} ({shown})")
+                    todo.append((Path(entry.path), shown, depth + 1))
+                elif stat.S_ISREG(mode):
+                    size = entry.stat(follow_symlinks=False).st_size
+                    total += size
+                    if size > MAX_FILE_BYTES:
+                        raise SubmissionProblem(f"refused: {shown} is {size / 2**20:.1f} MiB (limit {MAX_FILE_BYTES / 2**20:g} MiB per file)")
+                    files.append((shown, size))
+                else:
+                    raise SubmissionProblem(f"refused: {shown} is {_kind(mode)}; a submission holds regular files only")
+                if count > MAX_FILES or total > MAX_TOTAL_BYTES:
+                    raise SubmissionProblem(f"refused: more than {MAX_FILES} files or {MAX_TOTAL_BYTES / 2**20:g} MiB")
+    return sorted(files)
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file, opened without following a link, at most ``limit``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SubmissionProblem(f"refused: {path.name} cannot be opened as a regular file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SubmissionProblem(f"refused: {path.name} is {_kind(os.fstat(fd).st_mode)}")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise SubmissionProblem(f"refused: {path.name} is larger than {limit / 2**20:g} MiB")
+    return data
+
+
+def copy_files(folder: Path, target: Path, files, uid: int | None = None) -> Path:
+    """Copy the listed regular files of ``folder`` into ``target`` (created), owned by ``uid``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for rel, size in files:
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(_read_regular(folder / rel, max(size, 0) + 1))
     if uid is not None:
-        for path in [work, *work.rglob("*")]:
+        for path in [target, *target.rglob("*")]:
             os.chown(path, uid, uid, follow_symlinks=False)
-    os.chmod(work, 0o700)
-    return work
+    os.chmod(target, 0o700)
+    return target
 
 
+def read_timestamp(folder: Path) -> tuple[object, str]:
+    """(submission time or None, a note when timestamp.txt is present but unusable)."""
+    path = folder / "timestamp.txt"
+    if not os.path.lexists(path):
+        return None, ""
+    from nbgrader.utils import parse_utc
 
-def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> list[str]:
-    """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/."""
-    students = []
+    try:
+        return parse_utc(_read_regular(path, 200).decode("utf-8").strip()), ""
+    except (SubmissionProblem, ValueError, TypeError, OverflowError, UnicodeDecodeError):
+        return None, "timestamp.txt is not a date and was ignored"
+
+
+def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> dict[str, str]:
+    """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/ after
+    inspecting it; {student: reason} for every folder refused (nothing of it is copied, and an
+    earlier copy of that student's lesson is removed so it is not graded as new)."""
+    refused = {}
     for student_dir in sorted(Path(submissions).iterdir()):
-        if not student_dir.is_dir() or student_dir.name.startswith("."):
+        name = student_dir.name
+        if name.startswith("."):
             continue
-        src = student_dir / lesson if (student_dir / lesson).is_dir() else student_dir
-        target = course.root / "submitted" / student_dir.name / lesson
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(src, target, symlinks=True)
-        students.append(student_dir.name)
-    return students
+        if not STUDENT_NAME.fullmatch(name):
+            refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+            continue
+        top = os.lstat(student_dir)
+        if not stat.S_ISDIR(top.st_mode):
+            refused[name] = f"refused: the student's entry is {_kind(top.st_mode)}, not a folder"
+            _remove(course, name, lesson)
+            continue
+        src = student_dir / lesson if os.path.lexists(student_dir / lesson) else student_dir
+        target = course.root / "submitted" / name / lesson
+        _remove(course, name, lesson)
+        try:
+            copy_files(src, target, inspect_folder(src))
+        except SubmissionProblem as exc:
+            _remove(course, name, lesson)
+            refused[name] = str(exc)
+    return refused
 
+
+def _remove(course: CourseDir, student: str, lesson: str) -> None:
+    target = course.root / "submitted" / student / lesson
+    if os.path.lexists(target):
+        if os.path.islink(target) or not target.is_dir():
+            target.unlink()
+        else:
+            shutil.rmtree(target)

@@ -4,30 +4,24 @@
 Each wrong answer is the edit it makes to the reference solution cell (the cell with its
 ``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
+Races (a missing ``cuda.syncthreads()``) fail with the simulator's race message; a missing
+bounds guard fails with its out-of-bounds message; re-reading global memory breaks a budget.
+Shortcuts through course_lib (the library's own distance functions) must lose points too.
 """
 
 WRONG_ANSWERS = {
     'ex1_sqdist': [
         # no clip: rounding leaves small negative values (and NaN after sqrt)
-        ("""def sqdist(x, y):
-    xp = arrays.get_array_module(x)
-    x2 = (x * x).sum(axis=1)[:, None]
-    y2 = (y * y).sum(axis=1)[None, :]
-    return xp.maximum(x2 - 2.0 * (x @ y.T) + y2, 0.0)""", """def sqdist(x, y):
-    x2 = (x * x).sum(axis=1)[:, None]
-    y2 = (y * y).sum(axis=1)[None, :]
-    return x2 - 2.0 * (x @ y.T) + y2"""),
+        ('    return xp.maximum(sq_x[:, None] - 2.0 * cross + sq_y[None, :], 0.0)',
+         '    return sq_x[:, None] - 2.0 * cross + sq_y[None, :]'),
         # NumPy hard-wired: runs on NumPy arrays only
-        ("""def sqdist(x, y):
-    xp = arrays.get_array_module(x)
-    x2 = (x * x).sum(axis=1)[:, None]
-    y2 = (y * y).sum(axis=1)[None, :]
-    return xp.maximum(x2 - 2.0 * (x @ y.T) + y2, 0.0)""", """def sqdist(x, y):
-    x2 = (x * x).sum(axis=1)[:, None]
-    y2 = (y * y).sum(axis=1)[None, :]
-    return np.maximum(x2 - 2.0 * (x @ y.T) + y2, 0.0)"""),
+        ([('    xp = arrays.get_array_module(x)\n', ''), ('xp.sum(x * x', 'np.sum(x * x'),
+          ('xp.sum(y * y', 'np.sum(y * y'), ('xp.maximum', 'np.maximum')]),
         # the factor 2 forgotten
-        ('2.0 * (x', '(x'),
+        ('2.0 * cross', 'cross'),
+        # the library's matmul form: right values, but it does not ask arrays.get_array_module
+        ('    xp = arrays.get_array_module(x)\n',
+         '    from course_lib import distance\n    return distance.sqdist_matmul(x, y)\n'),
     ],
     'ex2_rows': [
         # can return 0 rows (an endless or empty loop later)
@@ -36,23 +30,18 @@ WRONG_ANSWERS = {
         ('int(budget_bytes', '-(-budget_bytes'),
         # itemsize forgotten: counts elements, not bytes
         ('d * itemsize)))', 'd)))'),
+        # the library's rows_per_chunk: it also budgets the squared copy and the result row
+        ('    return max(1, int(budget_bytes // (n * d * itemsize)))',
+         '    from course_lib import distance\n    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)'),
     ],
     'ex3_chunked': [
         # ignores the budget: one broadcast over all rows
-        ("""m, d = x.shape
-    n = y.shape[0]
-    out = np.empty((m, n), dtype=np.result_type(x, y))
-    rows = rows_per_chunk(n, d, budget_bytes, out.itemsize)
-    for start in range(0, m, rows):
-        xc = x[start:start + rows]
-        out[start:start + rows] = ((xc[:, None, :] - y[None, :, :]) ** 2).sum(-1)
-    return out""", 'return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)'),
+        ('    m, n = len(x), len(y)\n', '    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)\n'),
         # stops before the last, short chunk
-        ("""np.empty((m, n), dtype=np.result_type(x, y))
-    rows = rows_per_chunk(n, d, budget_bytes, out.itemsize)
-    for start in range(0, m,""", """np.zeros((m, n))
-    rows = rows_per_chunk(n, d, budget_bytes)
-    for start in range(0, m - rows,"""),
+        ('    for first in range(0, m, step):', '    for first in range(0, m - step, step):'),
+        # the library's chunked function: right values, but not in chunks of rows_per_chunk rows
+        ('    m, n = len(x), len(y)\n',
+         '    from course_lib import distance\n    return distance.chunked_squared_distances(x, y, budget_bytes)\n'),
     ],
     'ex4_crossover': [
         # the first size where the GPU is faster, ignoring later reversals
@@ -65,5 +54,56 @@ WRONG_ANSWERS = {
     return None""")],
         # ties counted as faster
         ('        if b < a:', '        if b <= a:'),
+    ],
+    'ex5_bias_relu': [
+        # rows and columns swapped: x of the grid is the column
+        ('    col, row = cuda.grid(2)', '    row, col = cuda.grid(2)'),
+        # no bounds guard: threads outside the matrix read and write out of range
+        ('    if row < out.shape[0] and col < out.shape[1]:\n', '    if True:\n'),
+        # re-reads a and bias for the comparison: 4 global reads per thread
+        ('        out[row, col] = v if v > 0.0 else 0.0',
+         '        out[row, col] = a[row, col] + bias[col] if a[row, col] + bias[col] > 0.0 else 0.0'),
+        # bias indexed by the row
+        ('bias[col]', 'bias[row % bias.size]'),
+    ],
+    'ex6_conv1d': [
+        # no barrier after staging: threads read slots their neighbours have not written (a race)
+        ('    cuda.syncthreads()\n', ''),
+        # reads x and w straight from global memory: 2K reads per thread
+        ('            acc += taps[k] * tile[t + k]', '            acc += w[k] * x[i + k]'),
+        # no bounds guard on the halo: the last block reads past the end of x
+        ('        tile[C + t] = x[i + C] if i + C < x.size else 0.0', '        tile[C + t] = x[i + C]'),
+        # a flipped kernel (np.convolve), not deep learning's correlation
+        ('            acc += taps[k] * tile[t + k]', '            acc += taps[K - 1 - k] * tile[t + k]'),
+    ],
+    'ex7_nearest': [
+        # no barrier after loading a tile (a race)
+        ('            y_tile[t, k] = y[start + t, k] if start + t < y.shape[0] else 0.0\n        cuda.syncthreads()\n',
+         '            y_tile[t, k] = y[start + t, k] if start + t < y.shape[0] else 0.0\n'),
+        # no barrier before the next tile overwrites this one (a race)
+        ('            best = min(best, dist)\n        cuda.syncthreads()\n', '            best = min(best, dist)\n'),
+        # compares with y in global memory instead of the shared tile: D * n reads per thread
+        ('                gap = mine[k] - y_tile[jj, k]', '                gap = mine[k] - y[start + jj, k]'),
+        # no bounds guard when loading the last tile: reads past the end of y
+        ('            y_tile[t, k] = y[start + t, k] if start + t < y.shape[0] else 0.0',
+         '            y_tile[t, k] = y[start + t, k]'),
+        # threads past the end of x return early: their slots of every tile are never loaded
+        ('    mine = cuda.local.array(D, float64)\n', '    if i >= x.shape[0]:\n        return\n    mine = cuda.local.array(D, float64)\n'),
+    ],
+    'ex8_histogram': [
+        # one global atomic per value (lesson 03's kernel): over the atomics budget
+        ('            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)\n    cuda.syncthreads()\n    if t < B:\n        cuda.atomic.add(counts, t, bins[t])',
+         '            cuda.atomic.add(counts, min(int((v - lo) / (hi - lo) * B), B - 1), 1)'),
+        # no barrier after zeroing: atomics race with the zeroing writes
+        ('        bins[t] = 0\n    cuda.syncthreads()\n', '        bins[t] = 0\n'),
+        # no barrier before publishing: bins are read while other threads still add (a race)
+        ('            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)\n    cuda.syncthreads()\n',
+         '            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)\n'),
+        # no bounds guard: threads past the end read outside x
+        ('    if i < x.size:\n        v = x[i]\n        if lo <= v < hi:\n            cuda.atomic.add(',
+         '    v = x[i]\n    if True:\n        if lo <= v < hi:\n            cuda.atomic.add('),
+        # plain += on the shared bins instead of an atomic: lost updates (a race)
+        ('            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)',
+         '            b = min(int((v - lo) / (hi - lo) * B), B - 1)\n            bins[b] += 1'),
     ],
 }

@@ -102,4 +102,43 @@ def largest_batch(split_at_one, budget):"""),
         # drops one step too many
         ('statistics.median(step_seconds[warmup:])', 'statistics.median(step_seconds[warmup + 1:])'),
     ],
+
+    "ex6_bottleneck": [
+        # ranks operators by their whole duration (inclusive of the operators they call), not self time
+        ('        if enclosing:\n            self_us[enclosing[-1]["name"]] -= op["dur"]\n', ""),
+        # calls a data range as long as the step "data" (starved means longer, not as long)
+        ('if in_range["data"] > in_range["step"]', 'if in_range["data"] >= in_range["step"]'),
+        # ranks the record_function ranges ("step", "data") as if they were operators
+        ('if e["cat"] == "cpu_op"', 'if e["cat"] in ("cpu_op", "user_annotation")'),
+        # ignores threads: operators of two threads that overlap in time are taken as nested
+        [('key=lambda e: (e["tid"], e["ts"], -e["dur"])', 'key=lambda e: (e["ts"], -e["dur"])'),
+         ('(enclosing[-1]["tid"] != op["tid"]\n                             or enclosing[-1]["ts"]',
+          '(enclosing[-1]["ts"]')],
+        # subtracts an operator's time from every operator around it, not only its direct caller
+        ('            self_us[enclosing[-1]["name"]] -= op["dur"]',
+         '            for outer in enclosing:\n                self_us[outer["name"]] -= op["dur"]'),
+        # the closest library functions: course_lib.trace ranks operators by inclusive time
+        ('''    complete = [e for e in events if e.get("ph") == "X"]''',
+         '''    from course_lib import trace
+
+    loaded = trace.load_trace({"traceEvents": events}).events
+    seconds = trace.summarise_ranges(loaded).seconds
+    if seconds.get("data", 0.0) > seconds.get("step", 0.0):
+        return "data"
+    return trace.summarise_ops(loaded)[0].name
+    complete = [e for e in events if e.get("ph") == "X"]'''),
+    ],
+    "ex7_flop_rate": [
+        # counts multiply-adds, not FLOPs (forgets the factor 2)
+        ("return 2 * m * k * n", "return m * k * n"),
+        # reads the durations as milliseconds (the Chrome trace's unit is the microsecond)
+        ("* 1e-6", "* 1e-3"),
+        # takes the first matrix product in the list, not the longest
+        ('top = max(products, key=lambda e: e["dur"])', "top = products[0]"),
+        # counts aten::linear too: its inputs are x and the weight (n x k), not two factors
+        ('("aten::mm", "aten::addmm")', '("aten::mm", "aten::addmm", "aten::linear")'),
+        # takes the first two input shapes: for addmm the first one is the bias
+        ('''matrices = [shape for shape in top["args"]["Input Dims"] if len(shape) == 2]
+    (m, k), (_, n) = matrices[-2], matrices[-1]''', '(m, k), (_, n) = top["args"]["Input Dims"][:2]'),
+    ],
 }

@@ -8,110 +8,59 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_split': [
-        # splits the rows into pieces of k rows instead of k pieces
-        ("""zip(X.chunk(k), devices)]
-    ys = [t.to(d) for t, d in zip(y.chunk(k),""", """zip(X.split(k), devices)]
-    ys = [t.to(d) for t, d in zip(y.split(k),"""),
-        # splits along the feature dimension
-        ('zip(X.chunk(k),', 'zip(X.chunk(k, dim=1),'),
+        # ignores the speeds: k equal chunks (the lecture's split)
+        ("""    total = sum(weights)
+    bounds = [len(X) * sum(weights[:i]) // total for i in range(len(devices) + 1)]
+    Xs = [X[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]
+    ys = [y[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]""",
+         """    Xs = [x.to(d) for x, d in zip(X.chunk(len(devices)), devices)]
+    ys = [t.to(d) for t, d in zip(y.chunk(len(devices)), devices)]"""),
+        # rounds the bounds up instead of down
+        ('len(X) * sum(weights[:i]) // total', '-(-len(X) * sum(weights[:i]) // total)'),
         # forgets to check the lengths
-        ("""def split_batch(X, y, devices):
-    if X.shape[0] != y.shape[0]:
-        raise ValueError("X and y differ in length")
-    k = len(devices)
-    Xs = [x.to(d) for x, d in zip(X.chunk(k), devices)]
-    ys = [t.to(d) for t, d in zip(y.chunk(k), devices)]
-    return Xs, ys""", """def split_batch(X, y, devices):
-    k = len(devices)
-    Xs = [x.to(d) for x, d in zip(X.chunk(k), devices)]
-    ys = [t.to(d) for t, d in zip(y.chunk(k), devices)]
-    return Xs, ys"""),
+        ("""    if len(X) != len(y) or len(weights) != len(devices):
+        raise ValueError("X and y, devices and weights must have matching lengths")
+""", ""),
+        # calls the library's split_batch of the old lesson (no longer in course_lib)
+        ("""    total = sum(weights)""", """    from course_lib.parallel.data_parallel import split_batch as library_split
+    return library_split(X, y, devices)
+    total = sum(weights)"""),
     ],
     'ex2_allreduce': [
-        # sums into the first tensor but never broadcasts the sum back
-        ("""def allreduce(tensors):
-    total = tensors[0].clone()
-    for t in tensors[1:]:
-        total += t.to(total.device)
-    for t in tensors:
-        t.copy_(total.to(t.device))""", """def allreduce(tensors):
-    for t in tensors[1:]:
-        tensors[0] += t.to(tensors[0].device)"""),
-        # averages instead of summing
-        ('t.copy_(total.to(t.device))', 't.copy_(total.to(t.device) / len(tensors))'),
-        # accumulates in place on tensor 0, so later copies double-count it
-        [('tensors[0].clone()', 'tensors[0]'),
-         ("""tensors:
-        t.copy_(total.to(t.device))""", """tensors[1:]:
-        t += total.to(t.device)""")],
+        # reduce_scatter sums whole tensors (an allreduce), not part i on tensor i
+        [('mine = torch.tensor_split(t.view(-1), k)[i]', 'mine = t.view(-1)'),
+         ('mine += torch.tensor_split(other.view(-1), k)[i].to(mine.device)',
+          'mine += other.view(-1).to(mine.device)')],
+        # all_gather adds the finished parts instead of copying them
+        ('.copy_(finished.to(other.device))', '.add_(finished.to(other.device))'),
+        # builds new tensors instead of writing into the given ones
+        ("""    reduce_scatter(tensors)
+    all_gather(tensors)""", """    total = sum(t.clone() for t in tensors)
+    tensors[:] = [total.clone() for _ in tensors]"""),
+        # calls the library's allreduce of the old lesson (no longer in course_lib)
+        ("""    reduce_scatter(tensors)
+    all_gather(tensors)""", """    from course_lib.parallel.data_parallel import allreduce as library_allreduce
+    library_allreduce(tensors)"""),
     ],
     'ex3_train': [
-        # divides by the slice size: the gradient is k times too large
-        ('len(X)', 'len(xs)'),
-        # forgets the allreduce: replicas drift apart
-        ("""def train_batch(replicas, X, y, devices, lr):
-    Xs, ys = split_batch(X, y, devices)
-    total = 0.0
-    for replica, xs, ts in zip(replicas, Xs, ys):
-        replica.zero_grad()
-        loss = F.cross_entropy(replica(xs), ts, reduction="sum") / len(X)
-        loss.backward()
-        total += float(loss.detach())
-    for params in zip(*(r.parameters() for r in replicas)):
-        allreduce([p.grad for p in params])
-    with torch.no_grad():
-        for replica in replicas:
-            for p in replica.parameters():
-                p -= lr * p.grad
-    return total""", """def train_batch(replicas, X, y, devices, lr):
-    Xs, ys = split_batch(X, y, devices)
-    total = 0.0
-    for replica, xs, ts in zip(replicas, Xs, ys):
-        replica.zero_grad()
-        loss = F.cross_entropy(replica(xs), ts, reduction="sum") / len(X)
-        loss.backward()
-        total += float(loss.detach())
-    with torch.no_grad():
-        for replica in replicas:
-            for p in replica.parameters():
-                p -= lr * p.grad
-    return total"""),
-        # never zeroes the gradients: they accumulate over steps
-        ("""def train_batch(replicas, X, y, devices, lr):
-    Xs, ys = split_batch(X, y, devices)
-    total = 0.0
-    for replica, xs, ts in zip(replicas, Xs, ys):
-        replica.zero_grad()
-        loss = F.cross_entropy(replica(xs), ts, reduction="sum") / len(X)
-        loss.backward()
-        total += float(loss.detach())
-    for params in zip(*(r.parameters() for r in replicas)):
-        allreduce([p.grad for p in params])
-    with torch.no_grad():
-        for replica in replicas:
-            for p in replica.parameters():
-                p -= lr * p.grad
-    return total""", """def train_batch(replicas, X, y, devices, lr):
-    Xs, ys = split_batch(X, y, devices)
-    total = 0.0
-    for replica, xs, ts in zip(replicas, Xs, ys):
-        loss = F.cross_entropy(replica(xs), ts, reduction="sum") / len(X)
-        loss.backward()
-        total += float(loss.detach())
-    for params in zip(*(r.parameters() for r in replicas)):
-        allreduce([p.grad for p in params])
-    with torch.no_grad():
-        for replica in replicas:
-            for p in replica.parameters():
-                p -= lr * p.grad
-    return total"""),
+        # averages the slices' mean losses: wrong when the slices differ in size
+        ('F.cross_entropy(replica(xs), ts, reduction="sum") / len(X)',
+         'F.cross_entropy(replica(xs), ts) / len(Xs)'),
+        # divides by the slice size: each replica's gradient is its slice's mean
+        ('reduction="sum") / len(X)', 'reduction="sum") / len(xs)'),
+        # never zeroes the gradients: later steps add up old gradients
+        ('        replica.zero_grad()\n', ''),
+        # calls the library's train_batch of the old lesson (no longer in course_lib)
+        ("""    Xs, ys = split_batch(X, y, devices, weights)""", """    from course_lib.parallel.data_parallel import train_batch as library_step
+    return library_step(replicas, X, y, devices, lr)"""),
     ],
-    'ex4_scale': [
-        # keeps the learning rate
-        ('base_lr * k', 'base_lr'),
-        # splits the batch instead of growing it
-        ('    return base_batch * k, base_lr * k', '    return base_batch // k, base_lr * k'),
-        # square-root scaling
-        ('    return base_batch * k, base_lr * k', '    return base_batch * k, base_lr * k ** 0.5'),
+    'ex4_warmup': [
+        # no warm-up: k times the rate from the first step
+        ("""    if step >= warmup_steps:
+        return peak""", """    return peak"""),
+        # the ramp starts from zero instead of the one-GPU rate
+        ('return base_lr + (peak - base_lr) * step / warmup_steps', 'return peak * step / warmup_steps'),
+        # one step ahead: the ramp reaches the peak a step early
+        ('(peak - base_lr) * step / warmup_steps', '(peak - base_lr) * (step + 1) / warmup_steps'),
     ],
 }

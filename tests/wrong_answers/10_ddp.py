@@ -8,23 +8,20 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_step': [
-        # forgets zero_grad: the second step uses accumulated gradients
-        ("""def ddp_step(model, X, y, optimizer):
-    optimizer.zero_grad()
-    loss = F.cross_entropy(model(X), y)
-    loss.backward()
-    optimizer.step()
-    return loss""", """def ddp_step(model, X, y, optimizer):
-    loss = F.cross_entropy(model(X), y)
-    loss.backward()
-    optimizer.step()
-    return loss"""),
-        # all-reduces by hand on top of DDP: the gradients are doubled
-        ('loss.backward()', """loss.backward()
-    for p in model.parameters():
-        dist.all_reduce(p.grad)"""),
-        # sums the loss instead of averaging it
-        ('    loss = F.cross_entropy(model(X), y)', '    loss = F.cross_entropy(model(X), y, reduction="sum")'),
+        # an ordinary DDP step per micro-batch: the right parameters, but 3 allreduces a step
+        ('    with model.no_sync():', '    if True:'),
+        # sums the micro-batch losses instead of averaging them
+        ('scale = 1 / len(micro_batches)', 'scale = 1.0'),
+        # every micro-batch inside no_sync: the ranks never synchronize
+        ("""            mean_loss += part.item()
+    part = F.cross_entropy(model(X_last), y_last) * scale
+    part.backward()""", """            mean_loss += part.item()
+        part = F.cross_entropy(model(X_last), y_last) * scale
+        part.backward()"""),
+        # forgets zero_grad: the second step adds the first step's gradients
+        ('    optimizer.zero_grad()\n', ''),
+        # returns the last micro-batch's loss, not the mean over the micro-batches
+        ('return mean_loss + part.item()', 'return part.item() / scale'),
     ],
     'ex2_indices': [
         # contiguous blocks instead of a stride
@@ -46,29 +43,25 @@ WRONG_ANSWERS = {
         ('sum(n for _, n in counts)', '(len(counts) * counts[0][1])'),
     ],
     'ex4_buckets': [
+        # the old rule: closes a bucket before a parameter would overflow it (not torch's)
+        ("""        current.append(index)
+        filled += sizes[index]
+        if filled >= limit:
+            buckets.append(current)
+            current, filled, limit = [], 0, cap""", """        if current and filled + sizes[index] > limit:
+            buckets.append(current)
+            current, filled, limit = [], 0, cap
+        current.append(index)
+        filled += sizes[index]"""),
+        # ignores the smaller first bucket
+        ('    limit = first_cap', '    limit = cap'),
+        # closes a bucket only when it holds more than the limit (> instead of >=)
+        ('if filled >= limit:', 'if filled > limit:'),
         # model order instead of reverse order
-        ('reversed(range(len(sizes))):', 'range(len(sizes)):'),
-        # closes a bucket only when it overflows (>= instead of >)
-        ('        if current and filled + sizes[index] > cap:', '        if current and filled + sizes[index] >= cap:'),
+        ('range(len(sizes) - 1, -1, -1)', 'range(len(sizes))'),
         # forgets the last bucket
-        ("""def make_buckets(sizes, cap):
-    buckets, current, filled = [], [], 0
-    for index in reversed(range(len(sizes))):
-        if current and filled + sizes[index] > cap:
-            buckets.append(current)
-            current, filled = [], 0
-        current.append(index)
-        filled += sizes[index]
-    if current:
+        ("""    if current:
         buckets.append(current)
-    return buckets""", """def make_buckets(sizes, cap):
-    buckets, current, filled = [], [], 0
-    for index in reversed(range(len(sizes))):
-        if current and filled + sizes[index] > cap:
-            buckets.append(current)
-            current, filled = [], 0
-        current.append(index)
-        filled += sizes[index]
-    return buckets"""),
+""", ''),
     ],
 }

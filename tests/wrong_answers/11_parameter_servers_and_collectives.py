@@ -8,41 +8,29 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_schedule': [
-        # all-gather sends the same chunks as reduce-scatter (off by one)
-        ('        steps.append([(r, (r + 1) % n, (r + 1 - s) % n) for r in range(n)])', '        steps.append([(r, (r + 1) % n, (r - s) % n) for r in range(n)])'),
-        # only the reduce-scatter half
-        ("""steps = []
-    for s in range(n - 1):
-        steps.append([(r, (r + 1) % n, (r - s) % n) for r in range(n)])
-    for s in range(n - 1):
-        steps.append([(r, (r + 1) % n, (r + 1 - s) % n) for r in range(n)])
-    return steps""", 'return [[(r, (r + 1) % n, (r - s) % n) for r in range(n)] for s in range(n - 1)]'),
-        # sends to the left neighbour
-        [('        steps.append([(r, (r + 1) % n, (r - s) % n) for r in range(n)])', '        steps.append([(r, (r - 1) % n, (r - s) % n) for r in range(n)])'),
-         ('        steps.append([(r, (r + 1) % n, (r + 1 - s) % n) for r in range(n)])', '        steps.append([(r, (r - 1) % n, (r + 1 - s) % n) for r in range(n)])')],
+        # the lecture's ring from the library: rank r ends reduce-scatter with chunk r + 1
+        ('    return reduce_scatter + all_gather', """    from course_lib.parallel.collectives import ring_schedule as lecture_ring
+    return lecture_ring(n)"""),
+        # reduce-scatter one chunk behind: the lecture's ring start, this ring's all-gather
+        ('(r - s - 1) % n) for r in range(n)] for s in range(n - 1)]', '(r - s) % n) for r in range(n)] for s in range(n - 1)]'),
+        # all-gather passes the chunk one ahead of the finished one
+        ('all_gather = [[(r, (r + 1) % n, (r - s) % n)', 'all_gather = [[(r, (r + 1) % n, (r - s + 1) % n)'),
+        # sends to the left neighbour (the same as the right one on 2 ranks)
+        [('reduce_scatter = [[(r, (r + 1) % n,', 'reduce_scatter = [[(r, (r - 1) % n,'),
+         ('all_gather = [[(r, (r + 1) % n,', 'all_gather = [[(r, (r - 1) % n,')],
     ],
-    'ex2_sync': [
-        # counts one direction only
-        [("""    if strategy == "one_gpu":
-        return 2 * (n - 1) * one""", """    if strategy == "one_gpu":
-        return (n - 1) * one"""),
-         ("""2 * n * one
-    if strategy in ("split", "ring"):
-        return 2 * (n - 1) * one / n
-    raise ValueError(f"unknown strategy {strategy!r}")""", """n * one
-    return (n - 1) * one / n""")],
-        # milliseconds instead of seconds
-        [('    one = nbytes / bandwidth', '    one = nbytes / bandwidth * 1e3'),
-         ("""if strategy in ("split", "ring"):
-        return 2 * (n - 1) * one / n
-    raise ValueError(f"unknown strategy {strategy!r}")""", 'return 2 * (n - 1) * one / n')],
-        # the CPU treated like one more GPU (n - 1 transfers)
-        [('== "one_gpu":', 'in ("one_gpu", "cpu"):'),
-         ("""if strategy == "cpu":
-        return 2 * n * one
-    if strategy in ("split", "ring"):
-        return 2 * (n - 1) * one / n
-    raise ValueError(f"unknown strategy {strategy!r}")""", 'return 2 * (n - 1) * one / n')],
+    'ex2_ring_time': [
+        # the library's uniform ring with the worst latency and the worst bandwidth of any link
+        ("""    slowest = max(latency + nbytes / ranks / bandwidth for bandwidth, latency in links)
+    return 2 * (ranks - 1) * slowest""", """    from course_lib.parallel.collectives import ring_allreduce_seconds
+    return ring_allreduce_seconds(nbytes, ranks, min(b for b, _ in links), max(a for _, a in links))"""),
+        # the average link instead of the slowest
+        [('slowest = max(', 'slowest = sum('),
+         ('return 2 * (ranks - 1) * slowest', 'return 2 * (ranks - 1) * slowest / ranks')],
+        # every step moves the whole tensor, not one chunk
+        ('nbytes / ranks / bandwidth', 'nbytes / bandwidth'),
+        # 2 n steps instead of 2 (n - 1)
+        ('return 2 * (ranks - 1) * slowest', 'return 2 * ranks * slowest'),
     ],
     'ex3_store': [
         # push replaces instead of adding
@@ -50,11 +38,27 @@ WRONG_ANSWERS = {
             self.values[key] += v""", 'self.values[key] = sum(values)'),
         # pull returns the stored tensor itself
         ('self.values[key].clone()', 'self.values[key]'),
+        # the library store's rule: the store is replaced by the sum of the push
+        ("""for v in values:
+            self.values[key] += v""", """from course_lib.parallel.kvstore import KVStore
+        library = KVStore()
+        library.values = self.values
+        library.push(key, values)"""),
         # averages the pushed values
         ("""for v in values:
             self.values[key] += v""", 'self.values[key] += sum(values) / len(values)'),
     ],
     'ex4_allreduce': [
+        # sums into a new tensor and returns it: the caller's tensor is unchanged
+        [('chunks = list(torch.tensor_split(tensor.view(-1), n))',
+          'chunks = list(torch.tensor_split(tensor.view(-1).clone(), n))'),
+         ('    return tensor', '    return torch.cat(chunks).view(tensor.shape)')],
+        # right in place, but returns a copy instead of the tensor it was given
+        ('    return tensor', '    return tensor.clone()'),
+        # calls the library's ring allreduce
+        ("""    rank, n = dist.get_rank(), dist.get_world_size()""", """    from course_lib.parallel.collectives import ring_allreduce
+    return ring_allreduce(tensor)
+    rank, n = dist.get_rank(), dist.get_world_size()"""),
         # reduces to rank 0 but never sends the sum back
         ("""chunks = list(torch.tensor_split(tensor.view(-1), n))
     buffer = torch.empty_like(tensor.view(-1))

@@ -1,0 +1,319 @@
+"""The two sandboxed processes of one submission, as the grader sees them:
+
+* :class:`SandboxKernel`: the student's IPython kernel (ZeroMQ over Unix sockets); runs the
+  student's cells; every output is collected with per-cell and per-notebook caps; a watchdog
+  kills it when the whole sandbox passes its memory, process or disk limit.
+* :class:`CheckerProcess`: the trusted checker (``checker.py``) over pipes; started first.
+
+Scratch folders live under a per-run folder chosen by the caller (not ``/tmp``), and
+:func:`kill_all` ends every live sandbox (the grader calls it on SIGTERM).
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from .sandbox import (CellRun, Limits, _apply_rlimits, _own_process_count, descendants, folder_bytes,
+                      is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
+
+LIVE: set = set()             # sandboxes started and not yet stopped
+_LIVE_LOCK = threading.Lock()
+WATCH_SECONDS = 0.25          # how often the watchdog looks
+
+
+def kill_all() -> None:
+    """Stop every live sandbox of this grader (SIGTERM, crash clean-up)."""
+    with _LIVE_LOCK:
+        live = list(LIVE)
+    for box in live:
+        box.close()
+
+
+class _Box:
+    """What both processes share: scratch folders, the popen with rlimits, stop and clean."""
+
+    def __init__(self, limits: Limits, slot: int, sandbox: bool, scratch: Path | None, uid_offset: int):
+        self.limits, self.sandbox = limits, sandbox
+        self.uid = sandbox_uid(slot + uid_offset) if sandbox else None
+        self.scratch = Path(scratch) if scratch else None
+        self.work = None
+        self.proc: subprocess.Popen | None = None
+        self.stderr_tail = b""
+
+    def _new_work(self) -> Path:
+        if self.scratch:
+            self.scratch.mkdir(parents=True, exist_ok=True)
+        self.work = Path(tempfile.mkdtemp(prefix="box-", dir=self.scratch))
+        os.chmod(self.work, 0o755)
+        return self.work
+
+    def _owned_dir(self, path: Path) -> Path:
+        path.mkdir(exist_ok=True)
+        os.chmod(path, 0o700)
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+        return path
+
+    def _popen(self, command, submission, tmp, conn_dir, read_only=(), cwd=None, pipes=False):
+        venv_bin = Path(sys.executable).parent
+        limits = self.limits
+        if self.uid is None:  # not root: the process limit counts all our processes
+            limits = Limits(**{**limits.__dict__, "processes": limits.processes + _own_process_count()})
+        if self.sandbox:
+            argv = sandbox_argv(command, submission, tmp, conn_dir, self.uid, read_only, self.limits)
+            env = sandbox_env(venv_bin)
+        else:
+            argv = command
+            env = {**os.environ, **{k: v for k, v in sandbox_env(venv_bin).items() if k not in ("HOME", "PATH")}}
+        self.proc = subprocess.Popen(
+            argv, preexec_fn=lambda: (os.setsid(), _apply_rlimits(limits)), env=env,
+            cwd=None if self.sandbox else cwd, stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
+        with _LIVE_LOCK:
+            LIVE.add(self)
+        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
+
+    def _drain(self, stream) -> None:
+        try:
+            for chunk in iter(lambda: stream.read(4096), b""):
+                self.stderr_tail = (self.stderr_tail + chunk)[-2000:]
+        except (OSError, ValueError):
+            pass
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # --new-session / setsid: own group
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.kill()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            for stream in (proc.stdin, proc.stdout):
+                if stream:
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+        with _LIVE_LOCK:
+            LIVE.discard(self)
+        if self.work is not None:
+            shutil.rmtree(self.work, ignore_errors=True)
+            self.work = None
+
+    close = stop
+
+
+class SandboxKernel(_Box):
+    """An IPython kernel for one submission, in bubblewrap (or, if ``sandbox`` is False,
+    in a plain subprocess with the same rlimits: only for code the grader trusts)."""
+
+    def __init__(self, submission: Path, limits: Limits, slot: int = 0, sandbox: bool = True,
+                 scratch: Path | None = None):
+        super().__init__(limits, slot, sandbox, scratch, uid_offset=0)
+        self.submission = Path(submission)
+        self.client = None
+        self.output_total = 0     # bytes of output kept so far in this notebook
+        self.limit_hit = ""       # which sandbox-wide limit the watchdog enforced last
+
+    def start(self) -> None:
+        from jupyter_client import BlockingKernelClient
+        from jupyter_client.connect import write_connection_file
+
+        work = self._new_work()
+        conn_dir, self.tmp = self._owned_dir(work / "conn"), self._owned_dir(work / "tmp")
+        conn_file, _ = write_connection_file(str(conn_dir / "kernel.json"), ip=str(conn_dir / "k"),
+                                             transport="ipc")
+        if self.uid is not None:
+            os.chown(conn_file, self.uid, self.uid)
+        kernel = [str(Path(sys.executable).parent / "python"), "-m", "ipykernel_launcher", "-f", conn_file,
+                  "--HistoryManager.enabled=False", "--IPKernelApp.matplotlib=inline"]
+        self._popen(kernel, self.submission, self.tmp, conn_dir, cwd=self.submission)
+        self.client = BlockingKernelClient()
+        self.client.load_connection_file(conn_file)
+        self.client.start_channels()
+        deadline = time.monotonic() + self.limits.startup_seconds
+        while True:  # wait for the kernel to answer kernel_info
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the kernel did not start (exit code {self.proc.returncode}): "
+                                   f"{self.stderr_tail.decode(errors='replace')[-1500:]}")
+            try:
+                self.client.wait_for_ready(timeout=2)
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the kernel did not start in time") from None
+
+    def stop(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.stop_channels()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self.client = None
+        super().stop()
+
+    close = stop
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def interrupt(self) -> None:
+        """SIGINT to the kernel (a KeyboardInterrupt in the running cell)."""
+        if not self.alive():
+            return
+        if self.sandbox:  # the kernel is the only ipykernel python in its sandbox
+            for pid in descendants(self.proc.pid):
+                if is_kernel_python(pid):
+                    try:
+                        os.kill(pid, signal.SIGINT)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+        else:
+            self.proc.send_signal(signal.SIGINT)
+
+    def _over_limit(self, check_disk: bool) -> str:
+        rss, threads = usage(self.proc.pid)
+        if rss > self.limits.memory_bytes:
+            return f"memory limit reached ({rss / 2**30:.2f} GiB in the sandbox, limit {self.limits.memory_bytes / 2**30:g} GiB)"
+        if threads > self.limits.processes + 8:
+            return f"process limit reached ({threads} processes and threads, limit {self.limits.processes})"
+        if check_disk:
+            disk = folder_bytes(self.submission, self.limits.disk_bytes) + folder_bytes(self.tmp, self.limits.disk_bytes)
+            if disk > self.limits.disk_bytes:
+                return f"disk limit reached ({disk / 2**20:.0f} MiB written, limit {self.limits.disk_bytes / 2**20:g} MiB)"
+        return ""
+
+    def execute(self, code: str, timeout: float, keep: bool = True) -> CellRun:
+        """Run ``code``; collect outputs (capped; only stdout text when ``keep`` is False) and
+        the execute_reply's status. The status comes from the kernel's reply on the shell
+        channel, not from what the cell displayed, so hiding tracebacks does not hide a failure."""
+        kc = self.client
+        msg_id = kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
+        run = CellRun(status="pending")
+        run.text = ""
+        kept, reply, idle = 0, None, False
+        start = time.monotonic()
+        deadline, watch, disk_at = start + timeout, start + WATCH_SECONDS, start + 1.0
+        while reply is None or not idle:
+            now = time.monotonic()
+            if now > deadline:
+                run.status = "timeout"
+                return run
+            if not self.alive():
+                run.status, run.exit_code = "died", self.proc.returncode
+                return run
+            if self.sandbox and now > watch:
+                watch = now + WATCH_SECONDS
+                self.limit_hit = self._over_limit(now > disk_at)
+                disk_at = now + 1.0 if now > disk_at else disk_at
+                if self.limit_hit:
+                    self.stop()
+                    run.status, run.exit_code = "died", None
+                    return run
+            try:
+                msg = kc.get_iopub_msg(timeout=0.02)
+            except queue.Empty:
+                msg = None
+            if msg is not None and msg.get("parent_header", {}).get("msg_id") == msg_id:
+                kept = self._collect(run, msg, kept, keep)
+                if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                    idle = True
+            if reply is None:
+                try:
+                    shell = kc.get_shell_msg(timeout=0 if msg is not None else 0.01)
+                except queue.Empty:
+                    shell = None
+                if shell is not None and shell.get("parent_header", {}).get("msg_id") == msg_id:
+                    reply = shell["content"]
+        run.status = "ok" if reply.get("status") == "ok" else "error"
+        if run.status == "error":
+            run.ename = run.ename or str(reply.get("ename", ""))
+            run.evalue = run.evalue or str(reply.get("evalue", ""))
+        return run
+
+    def _collect(self, run: CellRun, msg: dict, kept: int, keep: bool) -> int:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "error":
+            run.ename, run.evalue = str(content.get("ename", ""))[:200], str(content.get("evalue", ""))[:4000]
+        if not keep:
+            if kind == "stream" and content.get("name") == "stdout" and len(run.text) < 48 * 2**20:
+                run.text += content.get("text", "")
+            return kept
+        if kind not in ("stream", "display_data", "execute_result", "error"):
+            return kept
+        size = len(repr(content))
+        if kept + size > self.limits.output_bytes or self.output_total + size > self.limits.notebook_output_bytes:
+            run.truncated = True
+            return kept
+        self.output_total += size
+        if kind == "stream":
+            if run.outputs and run.outputs[-1].get("output_type") == "stream" and run.outputs[-1]["name"] == content["name"]:
+                run.outputs[-1]["text"] += content["text"]
+            else:
+                run.outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
+        elif kind == "error":
+            run.outputs.append({"output_type": "error", "ename": content.get("ename", ""),
+                                "evalue": content.get("evalue", ""),
+                                "traceback": list(content.get("traceback", []))[:50]})
+        else:
+            out = {"output_type": kind, "data": content.get("data", {}), "metadata": content.get("metadata", {})}
+            if kind == "execute_result":
+                out["execution_count"] = content.get("execution_count")
+            run.outputs.append(out)
+        return kept + size
+
+
+class CheckerProcess(_Box):
+    """The trusted checker (see ``checker``), sandboxed, spoken to over pipes."""
+
+    def __init__(self, limits: Limits, slot: int = 0, sandbox: bool = True, scratch: Path | None = None):
+        super().__init__(limits, slot, sandbox, scratch, uid_offset=32)
+        self.buffer = b""
+
+    def start(self) -> None:
+        here = Path(__file__).resolve().parent
+        tmp = self._owned_dir(self._new_work() / "tmp")
+        command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
+        self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
+        ready = self.receive(self.limits.startup_seconds)
+        if not ready or ready.get("op") != "ready":
+            raise RuntimeError(f"the checker did not start: {self.stderr_tail.decode(errors='replace')[-1500:]}")
+
+    def send(self, obj: dict) -> None:
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float) -> dict | None:
+        """The next message, or None when none came in ``timeout`` seconds or the checker died."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or self.proc is None:
+                return None
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)

@@ -1,0 +1,197 @@
+"""Plain data across the wall between the student's kernel and the trusted checker.
+
+Only these kinds of values cross: None, bool, int, float, str, and lists, tuples, dicts and
+sets of them; NumPy arrays (as ``.npy`` bytes, read back with ``allow_pickle=False``, never of
+dtype object); NumPy scalars (as Python numbers); torch tensors (as arrays, rebuilt as CPU
+tensors where torch is importable); ``torch.device`` and ``torch.dtype`` (by name); NumPy scalar types and dtypes (by name). Anything else
+raises :class:`NotPlain`. Decoding builds fresh objects of exactly these types from JSON, so a
+value that arrives behaves like the built-in it claims to be (no custom ``__eq__``, ``__float__``
+or ``__bool__`` survives the trip).
+
+This module is also sent, as source, into the student's kernel (see :data:`KERNEL_HELPERS`),
+where it runs under the student's control: the trust lies only in :func:`decode` on the
+checker's side. Sizes are bytes.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+MAX_BYTES = 32 * 2**20      # largest encoded value accepted
+MAX_DEPTH = 32              # deepest nesting of containers
+
+
+class NotPlain(TypeError):
+    """A value that cannot cross the wall (its type is named in the message)."""
+
+
+def _npy(array) -> str:
+    import numpy as np
+
+    array = np.ascontiguousarray(array)
+    if array.dtype.kind not in "biufcSU":
+        raise NotPlain(f"an array of dtype {array.dtype} (only numbers, bools and text cross)")
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    return base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _tree(value, depth: int = 0):
+    """``value`` as JSON-ready data (tagged dicts for the kinds JSON lacks)."""
+    if depth > MAX_DEPTH:
+        raise NotPlain("data nested too deeply")
+    kind = type(value)
+    if value is None or kind in (bool, str):
+        return value
+    if kind is int:
+        return value if abs(value) < 2**53 else {"$": "int", "v": str(value)}
+    if kind is float:
+        return value if value == value and value not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(value)}
+    if kind in (list, tuple, set, frozenset):
+        items = [_tree(v, depth + 1) for v in value]
+        return items if kind is list else {"$": kind.__name__, "v": items}
+    if kind is dict:
+        return {"$": "dict", "v": [[_tree(k, depth + 1), _tree(v, depth + 1)] for k, v in value.items()]}
+    module = getattr(kind, "__module__", "") or ""
+    if kind is type and getattr(value, "__module__", "") == "numpy" and value.__name__.isalnum():
+        return {"$": "nptype", "v": value.__name__}         # np.float32 and the like
+    if module in ("numpy", "numpy.dtypes") and kind.__name__.endswith("DType") or kind.__name__ == "dtype" and module == "numpy":
+        return {"$": "npdtype", "v": str(value)}
+    if module == "numpy" and kind.__name__ == "ndarray":
+        return {"$": "ndarray", "v": _npy(value)}
+    if module == "numpy" and hasattr(value, "item") and hasattr(value, "dtype"):  # a NumPy scalar
+        return _tree(value.item(), depth)
+    if module.startswith("torch"):
+        name = kind.__name__
+        if name in ("Tensor", "Parameter"):
+            tensor = value.detach()
+            if tensor.device.type == "meta":
+                raise NotPlain("a tensor on the meta device (it has no values)")
+            dtype = str(tensor.dtype)
+            if dtype == "torch.bfloat16":
+                tensor = tensor.float()
+            return {"$": "tensor", "v": _npy(tensor.cpu().numpy()), "dtype": dtype}
+        if name == "device":
+            return {"$": "device", "v": str(value)}
+        if name == "dtype":
+            return {"$": "dtype", "v": str(value)}
+    raise NotPlain(f"an object of type {module + '.' if module and module != 'builtins' else ''}{kind.__name__}")
+
+
+def encode(value) -> str:
+    """JSON text of ``value``; NotPlain when something in it cannot cross."""
+    text = json.dumps(_tree(value), separators=(",", ":"))
+    if len(text) > MAX_BYTES:
+        raise NotPlain(f"a value of {len(text)} bytes (the limit is {MAX_BYTES})")
+    return text
+
+
+def _from_npy(text: str):
+    import numpy as np
+
+    array = np.load(io.BytesIO(base64.b64decode(text.encode("ascii"), validate=True)), allow_pickle=False)
+    if type(array) is not np.ndarray or array.dtype.kind not in "biufcSU":
+        raise ValueError("malformed array")
+    return array
+
+
+def _build(data, depth: int = 0):
+    if depth > MAX_DEPTH:
+        raise ValueError("data nested too deeply")
+    kind = type(data)
+    if data is None or kind in (bool, int, float, str):
+        return data
+    if kind is list:
+        return [_build(v, depth + 1) for v in data]
+    if kind is not dict or not isinstance(data.get("$"), str):
+        raise ValueError(f"malformed value ({kind.__name__})")
+    tag, v = data["$"], data.get("v")
+    if tag == "int" and type(v) is str:
+        return int(v)
+    if tag == "float" and v in ("nan", "inf", "-inf"):
+        return float(v)
+    if tag in ("tuple", "set", "frozenset") and type(v) is list:
+        return {"tuple": tuple, "set": set, "frozenset": frozenset}[tag](_build(x, depth + 1) for x in v)
+    if tag == "dict" and type(v) is list:
+        return {_build(k, depth + 1): _build(x, depth + 1) for k, x in (_pair(p) for p in v)}
+    if tag == "ndarray" and type(v) is str:
+        return _from_npy(v)
+    if tag == "tensor" and type(v) is str and type(data.get("dtype")) is str:
+        array = _from_npy(v)
+        try:
+            import torch
+        except ImportError:
+            return array
+        dtype = getattr(torch, data["dtype"].removeprefix("torch."), None)
+        tensor = torch.from_numpy(array.copy())
+        return tensor.to(dtype) if isinstance(dtype, torch.dtype) else tensor
+    if tag in ("nptype", "npdtype") and type(v) is str and v.isalnum():
+        import numpy as np
+
+        made = getattr(np, v, None) if tag == "nptype" else np.dtype(v)
+        if tag == "npdtype" or isinstance(made, type) and issubclass(made, np.generic):
+            return made
+    if tag in ("device", "dtype") and type(v) is str:
+        import torch
+
+        if tag == "device":
+            return torch.device(v)
+        dtype = getattr(torch, v.removeprefix("torch."), None)
+        if isinstance(dtype, torch.dtype):
+            return dtype
+    raise ValueError(f"malformed value (tag {tag[:20]!r})")
+
+
+def _pair(p):
+    if type(p) is not list or len(p) != 2:
+        raise ValueError("malformed dict entry")
+    return p
+
+
+def decode(text: str):
+    """The value that :func:`encode` wrote; ValueError for anything malformed or too large."""
+    if type(text) is not str or len(text) > MAX_BYTES:
+        raise ValueError("missing or oversized value")
+    return _build(json.loads(text))
+
+
+# Run in the student's kernel (after this module's source): call one of the student's names
+# with decoded arguments, output discarded, and print one line "<token><base64 JSON reply>".
+KERNEL_HELPERS = '''
+def _course_reply(token, reply):
+    import base64 as _b64, json as _json, sys as _sys
+    _sys.__stdout__.flush()
+    print(token + _b64.b64encode(_json.dumps(reply).encode()).decode(), flush=True)
+
+def _course_call(token, name, payload):
+    import contextlib as _ctx, io as _io, traceback as _tb
+    sink = _io.StringIO()
+    try:
+        args, kwargs = decode(payload)
+        fn = get_ipython().user_ns[name]
+        with _ctx.redirect_stdout(sink), _ctx.redirect_stderr(sink):
+            result = fn(*args, **kwargs)
+        reply = {"value": encode(result)}
+    except NotPlain as exc:
+        reply = {"notplain": str(exc)}
+    except BaseException as exc:
+        frames = [f for f in _tb.extract_tb(exc.__traceback__) if not f.filename.startswith("<course")]
+        reply = {"error": type(exc).__name__, "message": str(exc)[:2000],
+                 "traceback": "".join(_tb.format_list(frames[-8:]))[-4000:]}
+    _course_reply(token, reply)
+
+def _course_names(token, names):
+    ns, kinds = get_ipython().user_ns, {}
+    for name in names:
+        if name not in ns:
+            kinds[name] = ["missing", None]
+        elif callable(ns[name]):
+            kinds[name] = ["callable", None]
+        else:
+            try:
+                kinds[name] = ["value", encode(ns[name])]
+            except NotPlain as exc:
+                kinds[name] = ["notplain", str(exc)]
+    _course_reply(token, kinds)
+'''

@@ -1,0 +1,163 @@
+"""Start the course's JupyterHub on this machine (`sudo make hub`): check what it needs, create
+the nbgrader exchange, then run JupyterHub with hub/jupyterhub_config.py.
+
+    sudo .venv/bin/python hub/run_hub.py --tryout
+        try-out on http://127.0.0.1:8000: one shared password (printed), the repository's
+        owner as instructor, two student accounts course-student1 and course-student2
+        (created when missing).
+    sudo .venv/bin/python hub/run_hub.py --instructors alice --students bob,carol
+        a class: the machine's accounts, passwords checked by PAM.
+
+Run it as root (the hub starts every user's server as that user) from a clone of the course
+that the instructor owns: the instructor's server works in it (release/, submitted/,
+gradebook.db). Everything else only needs to be readable by the students.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import pwd
+import secrets
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+HUB = Path(__file__).resolve().parent
+REPO = HUB.parent
+TRYOUT_STUDENTS = "course-student1,course-student2"
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="run_hub.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--tryout", action="store_true",
+                   help="shared password, loopback only, student accounts created when missing")
+    p.add_argument("--instructors", help="comma-separated accounts (default: the repository's owner)")
+    p.add_argument("--students", help=f"comma-separated accounts (try-out default: {TRYOUT_STUDENTS})")
+    p.add_argument("--create-users", action="store_true", help="create listed accounts that do not exist")
+    p.add_argument("--auth", choices=["pam", "shared-password"], help="default: pam; shared-password with --tryout")
+    p.add_argument("--password", help="the shared password (default: COURSE_HUB_PASSWORD, else a random one)")
+    p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="its port; the next two are used internally")
+    p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader exchange root")
+    p.add_argument("--course-id", default="gpu-course", help="nbgrader course id")
+    p.add_argument("--state", default=str(REPO / "build" / "hub"), help="hub database, cookie secret, proxy pid")
+    p.add_argument("--venv", default=str(REPO / ".venv"), help="the course's environment for every server")
+    args = p.parse_args(argv)
+    if args.tryout:
+        args.auth = args.auth or "shared-password"
+        args.students = args.students or TRYOUT_STUDENTS
+        args.create_users = True
+    args.auth = args.auth or "pam"
+    return args
+
+
+def _names(text: str | None) -> list[str]:
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+def _exists(user: str) -> bool:
+    try:
+        pwd.getpwnam(user)
+        return True
+    except KeyError:
+        return False
+
+
+def create_user(user: str) -> None:
+    """A local account with a private home folder (mode 0700) and no password."""
+    subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", user], check=True)
+    os.chmod(pwd.getpwnam(user).pw_dir, 0o700)
+    print(f"run_hub: created the account {user} (remove it with: userdel -r {user})")
+
+
+def _world_readable(path: Path) -> str | None:
+    """The first folder on the way to ``path`` that other users cannot enter, if any."""
+    for folder in [*reversed(path.parents), path]:
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            return str(folder)
+    return None
+
+
+def problems(args, instructors: list[str], students: list[str]) -> list[str]:
+    """What stops the hub from working here, in plain words (empty when nothing does)."""
+    found = []
+    venv = Path(args.venv)
+    if os.geteuid() != 0:
+        found.append("JupyterHub must run as root to start servers as other users: sudo make hub")
+    for tool in ("jupyterhub", "jupyterhub-singleuser"):
+        if not (venv / "bin" / tool).exists():
+            found.append(f"{venv}/bin/{tool} is missing: run `make setup` (jupyterhub is a course dependency)")
+    if not (HUB / "node_modules" / ".bin" / "configurable-http-proxy").exists() and not shutil.which(
+            "configurable-http-proxy"):
+        found.append("configurable-http-proxy is missing: run `make setup` (npm ci in hub/)")
+    if args.auth == "shared-password" and not ipaddress.ip_address(args.ip).is_loopback:
+        found.append("the shared password is for try-outs on 127.0.0.1 only; use --auth pam for a class")
+    if not instructors:
+        found.append("no instructor: pass --instructors NAME (the owner of this clone of the course)")
+    if not students:
+        found.append("no students: pass --students NAMES (or --tryout)")
+    for user in instructors + students:
+        if not _exists(user) and not args.create_users:
+            found.append(f"no account {user} on this machine (create it, or pass --create-users)")
+    owner = REPO.stat().st_uid
+    for user in instructors:
+        if _exists(user) and pwd.getpwnam(user).pw_uid != owner:
+            found.append(f"instructor {user} does not own {REPO}: the instructor's server releases, collects "
+                         f"and grades in it. Clone the course as {user} (or chown -R {user} {REPO}).")
+    for needed in (venv, REPO / "course_lib", REPO / "data"):
+        blocked = _world_readable(needed)
+        if blocked:
+            found.append(f"students cannot enter {blocked}, on the way to {needed} (chmod o+rx)")
+    return found
+
+
+def make_exchange(root: Path) -> None:
+    """nbgrader's exchange: readable parents, the root itself world-writable and sticky."""
+    root.mkdir(parents=True, exist_ok=True)
+    for folder in [*reversed(root.parents)][1:]:
+        if not folder.stat().st_mode & stat.S_IXOTH:
+            raise SystemExit(f"run_hub: students cannot enter {folder}, on the way to the exchange {root}")
+    os.chmod(root, 0o1777)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    instructors = _names(args.instructors)
+    if not instructors and REPO.stat().st_uid != 0:
+        instructors = [pwd.getpwuid(REPO.stat().st_uid).pw_name]
+    students = _names(args.students)
+    found = problems(args, instructors, students)
+    if found:
+        print("run_hub: the hub cannot start here:\n  - " + "\n  - ".join(found), file=sys.stderr)
+        return 2
+    for user in instructors + students:
+        if not _exists(user):
+            create_user(user)
+    exchange = Path(args.exchange)
+    make_exchange(exchange)
+    state = Path(args.state)
+    state.mkdir(parents=True, exist_ok=True)
+    os.chmod(state, 0o700)
+    env = {**os.environ,
+           "COURSE_HUB_VENV": str(Path(args.venv)), "COURSE_HUB_STATE": str(state),
+           "COURSE_HUB_IP": args.ip, "COURSE_HUB_PORT": str(args.port), "COURSE_HUB_AUTH": args.auth,
+           "COURSE_HUB_INSTRUCTORS": ",".join(instructors), "COURSE_HUB_STUDENTS": ",".join(students),
+           "COURSE_ID": args.course_id, "COURSE_EXCHANGE_ROOT": str(exchange)}
+    if args.auth == "shared-password":
+        env["COURSE_HUB_PASSWORD"] = args.password or os.environ.get("COURSE_HUB_PASSWORD") or secrets.token_urlsafe(12)
+    print(f"run_hub: http://{args.ip}:{args.port}/  instructors: {', '.join(instructors)}  "
+          f"students: {', '.join(students)}  exchange: {exchange} (course {args.course_id})")
+    if args.auth == "shared-password":
+        print(f"run_hub: TRY-OUT login: any of those names, password {env['COURSE_HUB_PASSWORD']} "
+              "(anyone with it can log in as any of them; loopback only)")
+    hub = Path(args.venv) / "bin" / "jupyterhub"
+    os.chdir(state)
+    os.execve(str(hub), [str(hub), "-f", str(HUB / "jupyterhub_config.py")], env)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,451 @@
+"""A class on the course's JupyterHub, end to end in a real browser (issue 14).
+
+The hub of hub/ runs on loopback with one instructor and two students, local accounts made
+for the test. Headless Chromium (Debian's, driven by Playwright) does what people would do:
+
+1. the instructor, in a JupyterLab terminal, releases lesson 01 (`course release 01`,
+   `nbgrader release_assignment`) into the exchange;
+2. each student logs in, fetches it in the nbgrader assignment list, opens the notebook,
+   pastes answers into the solution cells (one student the reference solutions, the other a
+   wrong answer to exercise 1), saves and submits;
+3. the instructor collects (`nbgrader collect`), grades in the sandbox (`course grade 01`)
+   and returns the feedback (`nbgrader release_feedback`);
+4. each student fetches their feedback in the assignment list and opens it.
+
+Then: the right answer scores full marks and more than the wrong one, each student's
+feedback shows their own score, and neither student can read the other's feedback or list
+the exchange's feedback folder. Screenshots of every step go to build/hub-screenshots/.
+
+The instructor's course directory is a copy of this repository (the files git tracks or
+would track) owned by the instructor, with a hard-linked copy of .venv whose scripts point at
+the copy, so `course grade` works on the copy, never on this checkout's gradebook.
+
+Needs root (it creates the accounts), Chromium, Playwright, JupyterHub in .venv,
+configurable-http-proxy in hub/node_modules, bubblewrap and git; skipped, saying which is
+missing, otherwise.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import pwd
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LESSON = "01_hardware_foundations"
+COURSE_ID = "gpu-course"
+SHOTS = REPO / "build" / "hub-screenshots"
+INSTRUCTOR, RIGHT, WRONG = "chub-teacher", "chub-ada", "chub-bob"
+CHROMIUM = "/usr/lib/chromium/chromium"  # the binary behind Debian's /usr/bin/chromium wrapper
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+SPAWN_MS = 300_000  # a JupyterLab start on a busy 2-core machine
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root: the test creates three local accounts and runs JupyterHub, which starts servers as them"
+    if not Path(CHROMIUM).exists():
+        return "Chromium is not installed (`make test` installs Debian's chromium when run as root)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright Python package is missing (pip install -e '.[dev]')"
+    if not (REPO / ".venv" / "bin" / "jupyterhub-singleuser").exists():
+        return "JupyterHub is not installed in .venv (make setup)"
+    if not (REPO / "hub" / "node_modules" / ".bin" / "configurable-http-proxy").exists():
+        return "configurable-http-proxy is not installed in hub/node_modules (make setup runs npm ci there)"
+    for tool in ("bwrap", "git", "useradd", "userdel", "setpriv"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    return None
+
+
+pytestmark = [pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or ""),
+              pytest.mark.timeout(900)]
+
+
+# -- the machine: accounts, the instructor's copy of the course, the hub ---------------------
+def _run_as(user: str, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """Run ``argv`` as ``user`` (uid, gid and supplementary groups of that account)."""
+    entry = pwd.getpwnam(user)
+    return subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--init-groups",
+                           "--", *argv], capture_output=True, text=True,
+                          env={"HOME": entry.pw_dir, "PATH": "/usr/bin:/bin"}, **kw)
+
+
+@pytest.fixture(scope="module")
+def accounts():
+    """Three local accounts with private homes (0700), removed afterwards."""
+    for user in (INSTRUCTOR, RIGHT, WRONG):
+        try:
+            pwd.getpwnam(user)
+            subprocess.run(["userdel", "-r", user], capture_output=True)  # left by an interrupted run
+        except KeyError:
+            pass
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", user], check=True)
+        os.chmod(pwd.getpwnam(user).pw_dir, 0o700)
+    yield
+    for user in (INSTRUCTOR, RIGHT, WRONG):
+        subprocess.run(["userdel", "-r", user], capture_output=True)
+
+
+def _rewrite(path: Path, old: str, new: str) -> None:
+    """Replace ``old`` by ``new`` in a text file through a new file, so that a hard link to
+    the original (this checkout's .venv) is left as it was."""
+    text = path.read_text()
+    fresh = path.with_name(path.name + ".hub-test")
+    fresh.write_text(text.replace(old, new))
+    shutil.copymode(path, fresh)
+    os.replace(fresh, path)
+
+
+def copy_course(dest: Path, owner: str) -> Path:
+    """The repository's files (tracked, or untracked and not ignored) copied to ``dest`` and
+    given to ``owner``, with hub/node_modules and a hard-linked .venv whose scripts and
+    editable install point at the copy. Returns ``dest``."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\0")
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    shutil.copytree(REPO / "hub" / "node_modules", dest / "hub" / "node_modules", symlinks=True)
+    entry = pwd.getpwnam(owner)
+    for root, dirs, files in os.walk(dest):
+        for name in dirs + files:
+            os.lchown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
+    os.chown(dest, entry.pw_uid, entry.pw_gid)
+    venv = dest / ".venv"  # hard links (same file system), root's and read-only to the instructor
+    subprocess.run(["cp", "-al", str(REPO / ".venv"), str(venv)], check=True)
+    old_venv, old_repo = str(REPO / ".venv"), str(REPO)
+    for script in (venv / "bin").iterdir():
+        if script.is_file() and not script.is_symlink():
+            head = script.open("rb").read(200)
+            if head.startswith(b"#!") and old_venv.encode() in head:
+                _rewrite(script, old_venv, str(venv))
+    for site in venv.glob("lib/python3*/site-packages"):
+        for finder in [*site.glob("__editable__*finder.py"), *site.glob("__editable__*.pth")]:
+            if old_repo in finder.read_text():
+                _rewrite(finder, f"'{old_repo}/", f"'{dest}/")
+                _rewrite(finder, f"{old_repo}\n", f"{dest}\n")
+    _runnable_base(venv)
+    return dest
+
+
+def _entered_by_others(path: Path) -> bool:
+    return all(p.stat().st_mode & 0o001 for p in [*path.parents, path] if p.is_dir())
+
+
+def _runnable_base(venv: Path) -> None:
+    """Make the copied environment's interpreter one that other accounts can run. On this
+    project's machines .venv is built on pyenv's Python under /root (mode 0700), which the
+    students' servers cannot start; Debian's python3 of the same minor version can run the
+    same site-packages (hub/run_hub.py reports this case on a real install)."""
+    base = (venv / "bin" / "python").resolve()
+    if _entered_by_others(base.parent):
+        return
+    version = subprocess.run([str(base), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    system = Path(f"/usr/bin/python{version}")
+    if not system.exists():
+        pytest.skip(f"{base} cannot be run by other accounts and there is no {system} to use instead")
+    for name in ("python", "python3", f"python{version}"):
+        (venv / "bin" / name).unlink(missing_ok=True)
+    (venv / "bin" / f"python{version}").symlink_to(system)
+    (venv / "bin" / "python3").symlink_to(f"python{version}")
+    (venv / "bin" / "python").symlink_to("python3")
+    cfg = venv / "pyvenv.cfg"
+    lines = [f"home = {system.parent}" if line.startswith("home =") else
+             f"executable = {system}" if line.startswith("executable =") else line
+             for line in cfg.read_text().splitlines()]
+    cfg.unlink()
+    cfg.write_text("\n".join(lines) + "\n")
+
+
+def _free_ports(count: int) -> int:
+    """A port p such that p .. p+count-1 are all free on 127.0.0.1."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            first = s.getsockname()[1]
+        if first + count > 65535:
+            continue
+        try:
+            holders = []
+            for port in range(first, first + count):
+                holder = socket.socket()
+                holders.append(holder)
+                holder.bind(("127.0.0.1", port))
+            return first
+        except OSError:
+            continue
+        finally:
+            for holder in holders:
+                holder.close()
+    raise RuntimeError("no free ports")
+
+
+@pytest.fixture(scope="module")
+def hub(accounts):
+    """The course's hub from the instructor's copy, on loopback, with a shared password."""
+    top = Path(tempfile.mkdtemp(prefix="course-hub-", dir="/tmp"))
+    os.chmod(top, 0o755)
+    course = copy_course(top / "course", INSTRUCTOR)
+    port, password = _free_ports(3), secrets.token_urlsafe(12)
+    log = open(top / "hub.log", "w")
+    cmd = [str(course / ".venv" / "bin" / "python"), str(course / "hub" / "run_hub.py"),
+           "--instructors", INSTRUCTOR, "--students", f"{RIGHT},{WRONG}", "--auth", "shared-password",
+           "--password", password, "--port", str(port), "--exchange", str(top / "exchange"),
+           "--course-id", COURSE_ID, "--state", str(top / "state")]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/hub/api", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"the hub did not start: {(top / 'hub.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+    yield {"base": base, "password": password, "course": course, "exchange": top / "exchange", "top": top}
+    proc.send_signal(signal.SIGTERM)  # the hub stops the users' servers and its proxy
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(top / "hub.log", SHOTS / "hub.log")  # the hub's and the servers' logs, for a failure
+    shutil.rmtree(top, ignore_errors=True)
+
+
+# -- the browser ------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
+        yield launched
+        launched.close()
+
+
+class Person:
+    """One user in their own browser context, logged in to the hub, with JupyterLab open."""
+
+    def __init__(self, browser, hub, user: str):
+        self.user, self.hub = user, hub
+        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=hub["base"])
+        self.page = self.context.new_page()
+        self.remote = []
+        self.page.route("**/*", self._route)
+        self.page.set_default_timeout(60_000)
+
+    def _route(self, route):
+        url = route.request.url
+        if url.startswith((self.hub["base"], "data:", "blob:")):
+            route.continue_()
+        else:
+            self.remote.append(url)
+            route.abort("internetdisconnected")
+
+    def shot(self, name: str) -> None:
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+    def log_in(self, step: str) -> None:
+        page = self.page
+        page.goto(f"{self.hub['base']}/hub/login")
+        page.fill("#username_input", self.user)
+        page.fill("#password_input", self.hub["password"])
+        self.shot(f"{step}-login")
+        page.click("#login_submit")
+        page.wait_for_url(f"**/user/{self.user}/lab**", timeout=SPAWN_MS)
+        page.wait_for_selector(".jp-LabShell", timeout=SPAWN_MS)
+        page.wait_for_selector(".jp-Launcher", timeout=SPAWN_MS)
+
+    def terminal(self, command: str, name: str, step: str, timeout: float = 600) -> str:
+        """Type ``command`` into a new JupyterLab terminal; wait for it to finish; return its
+        output (kept in the user's home, so the test can read why it failed)."""
+        page = self.page
+        card = page.locator(".jp-LauncherCard[title*='terminal' i]")
+        if not card.is_visible():
+            page.click(".jp-mod-current .lm-TabBar-addButton, .lm-TabBar-addButton >> nth=0")  # a new launcher
+        card.click()
+        page.wait_for_selector(".jp-Terminal .xterm-helper-textarea", state="attached")
+        page.click(".jp-Terminal .xterm-screen")
+        home = Path(pwd.getpwnam(self.user).pw_dir)
+        page.keyboard.type(f"({command}) > ~/{name}.log 2>&1; echo $? > ~/{name}.rc; tail -n 25 ~/{name}.log\n")
+        deadline = time.monotonic() + timeout
+        while not (home / f"{name}.rc").exists() or not (home / f"{name}.rc").read_text().strip():
+            assert time.monotonic() < deadline, f"{command!r} did not finish in {timeout} s"
+            page.wait_for_timeout(1000)  # not time.sleep: requests wait for the route handler
+        page.wait_for_timeout(1000)
+        self.shot(step)
+        output = (home / f"{name}.log").read_text()
+        assert (home / f"{name}.rc").read_text().strip() == "0", f"{command!r} failed:\n{output[-3000:]}"
+        return output
+
+    def open_assignment_list(self) -> None:
+        page = self.page
+        page.click(".lm-MenuBar-item:has-text('Nbgrader')")
+        page.click(".lm-Menu-item:has-text('Assignment List')")
+        page.wait_for_selector("#released_assignments_list, .list_container", state="attached")
+
+    def close(self) -> None:
+        self.context.close()
+        assert self.remote == [], f"{self.user}'s JupyterLab tried to reach the network: {self.remote[:3]}"
+
+
+# -- what the students write -------------------------------------------------------------------
+SOLUTION_MARKERS = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*(\n|$)", re.MULTILINE)
+
+
+def answers(wrong: bool) -> dict[str, str]:
+    """Source of every solution cell by grade_id: the reference solution without nbgrader's
+    markers, and for the wrong student exercise 1 counting a fused multiply-add as one FLOP."""
+    nb = nbformat.read(str(REPO / "notebooks" / LESSON / "exercises.ipynb"), as_version=4)
+    cells = {c.metadata["nbgrader"]["grade_id"]: SOLUTION_MARKERS.sub("", c.source).rstrip() for c in nb.cells
+             if c.metadata.get("nbgrader", {}).get("solution")}
+    if wrong:
+        mistake = ("lanes * 2 * fma_units", "lanes * fma_units")
+        assert cells["ex1_peak"].count(mistake[0]) == 1, "the reference of exercise 1 changed: update the test"
+        cells["ex1_peak"] = cells["ex1_peak"].replace(*mistake)
+    return cells
+
+
+def _feedback_score(html: str) -> tuple[float, float]:
+    """(score, max score) from nbgrader's feedback page."""
+    found = re.search(r"Score:\s*([\d.]+)\s*/\s*([\d.]+)", html)
+    assert found, "no score in the feedback page"
+    return float(found.group(1)), float(found.group(2))
+
+
+# -- the flow -----------------------------------------------------------------------------
+def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
+    for old in SHOTS.glob("*.png"):
+        old.unlink()
+    course, exchange = hub["course"], hub["exchange"]
+
+    # 1. the instructor releases lesson 01 into the exchange
+    teacher = Person(browser, hub, INSTRUCTOR)
+    teacher.log_in("01-instructor")
+    teacher.shot("01-instructor-lab")
+    teacher.terminal(f"course release 01 && nbgrader release_assignment {LESSON}", "release",
+                     "02-instructor-release")
+    assert (exchange / COURSE_ID / "outbound" / LESSON / "exercises.ipynb").exists()
+
+    # 2. each student fetches, answers, saves and submits
+    for step, user, wrong in (("03", RIGHT, False), ("04", WRONG, True)):
+        student = Person(browser, hub, user)
+        student.log_in(f"{step}-{user}")
+        page = student.page
+        student.open_assignment_list()
+        row = page.locator("#released_assignments_list .list_item", has_text=LESSON)
+        row.wait_for()
+        student.shot(f"{step}-{user}-assignment-list")
+        row.locator("button:has-text('Fetch')").click()
+        fetched = page.locator("#fetched_assignments_list .list_item", has_text=LESSON)
+        fetched.wait_for()
+        home = Path(pwd.getpwnam(user).pw_dir)
+        assert (home / LESSON / "exercises.ipynb").exists()
+        # open the notebook from the list and paste each answer into its cell
+        fetched.locator("a.assignment-notebooks-link").click()
+        fetched.locator(".collapse a", has_text="exercises").click()
+        page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=120_000)
+        released = nbformat.read(str(home / LESSON / "exercises.ipynb"), as_version=4)
+        for grade_id, source in answers(wrong).items():
+            index = next(i for i, c in enumerate(released.cells)
+                         if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+            cell = page.locator(".jp-NotebookPanel:visible .jp-Notebook .jp-Cell").nth(index)
+            cell.scroll_into_view_if_needed()
+            cell.locator(".cm-content").click()
+            page.keyboard.press("Control+a")
+            page.evaluate("text => navigator.clipboard.writeText(text)", source)
+            page.keyboard.press("Control+v")
+        page.keyboard.press("Escape")
+        page.keyboard.press("Control+s")
+        saved = home / LESSON / "exercises.ipynb"
+        deadline = time.monotonic() + 60
+        while True:
+            got = {c.metadata.get("nbgrader", {}).get("grade_id"): c.source
+                   for c in nbformat.read(str(saved), as_version=4).cells}
+            differ = [g for g, s in answers(wrong).items() if got.get(g, "").strip() != s.strip()]
+            if not differ:
+                break
+            if time.monotonic() > deadline:
+                student.shot(f"{step}-{user}-not-saved")
+                pytest.fail(f"the answers pasted in the browser were not saved: {differ[0]} holds "
+                            f"{got.get(differ[0])!r}, not {answers(wrong)[differ[0]]!r}")
+            page.wait_for_timeout(1000)
+        student.shot(f"{step}-{user}-answered")
+        student.open_assignment_list()
+        fetched = page.locator("#fetched_assignments_list .list_item", has_text=LESSON)
+        fetched.locator("button:has-text('Submit')").click()
+        page.locator("#submitted_assignments_list .list_item", has_text=LESSON).wait_for()
+        student.shot(f"{step}-{user}-submitted")
+        student.close()
+    inbound = exchange / COURSE_ID / "inbound"
+    assert sorted({p.name.split("+")[0] for p in inbound.iterdir()}) == sorted([RIGHT, WRONG])
+
+    # 3. the instructor collects, grades in the sandbox and returns the feedback
+    teacher.terminal(f"nbgrader collect {LESSON} && course grade 01 --workers 1 && "
+                     f"nbgrader release_feedback {LESSON}", "grade", "05-instructor-graded")
+    with open(course / "build" / f"grades_{LESSON}.csv") as f:
+        grades = {row["student"]: row for row in csv.DictReader(f)}
+    assert set(grades) == {RIGHT, WRONG}, grades
+    teacher.page.goto(f"{hub['base']}/user/{INSTRUCTOR}/formgrader/gradebook/{LESSON}")
+    teacher.page.wait_for_selector(f"text={RIGHT}")
+    teacher.shot("06-instructor-formgrader-gradebook")
+    teacher.close()
+
+    # 4. each student fetches their own feedback
+    scores = {}
+    for step, user in (("07", RIGHT), ("08", WRONG)):
+        student = Person(browser, hub, user)
+        student.log_in(f"{step}-{user}-again")
+        page = student.page
+        student.open_assignment_list()
+        submitted = page.locator("#submitted_assignments_list .list_item", has_text=LESSON)
+        submitted.locator("button:has-text('Fetch Feedback')").click()
+        page.locator("#submitted_assignments_list a:has-text('view feedback')").first.wait_for(timeout=60_000)
+        student.shot(f"{step}-{user}-feedback-fetched")
+        home = Path(pwd.getpwnam(user).pw_dir)
+        pages = list((home / LESSON / "feedback").glob("*/exercises.html"))
+        assert len(pages) == 1, f"{user} should get exactly one feedback page, got {pages}"
+        scores[user] = _feedback_score(pages[0].read_text())
+        page.goto(f"{hub['base']}/user/{user}/files/{LESSON}/feedback/{pages[0].parent.name}/exercises.html")
+        page.wait_for_selector("text=Score")
+        student.shot(f"{step}-{user}-feedback")
+        student.close()
+
+    right, full = scores[RIGHT]
+    wrong, _ = scores[WRONG]
+    assert right == full > wrong, f"right answer {right}/{full}, wrong answer {wrong}"
+    assert float(grades[RIGHT]["score"]) == right and float(grades[WRONG]["score"]) == wrong, grades
+
+    # nobody reads anybody else's feedback
+    theirs = next((Path(pwd.getpwnam(RIGHT).pw_dir) / LESSON / "feedback").glob("*/exercises.html"))
+    peek = _run_as(WRONG, ["cat", str(theirs)])
+    assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek
+    listing = _run_as(WRONG, ["ls", str(exchange / COURSE_ID / "feedback")])
+    assert listing.returncode != 0 and "Permission denied" in listing.stderr, listing
+    assert len(list(SHOTS.glob("*.png"))) >= 14

@@ -282,7 +282,8 @@ def make_loader(dataset: Dataset, batch_size: int = 64, num_workers: int = 0,
 
 
 def make_loaders(data: ImageData, batch_size: int = 64, num_workers: int = 0,
-                 test_batch_size: int = 1000) -> tuple[DataLoader, DataLoader]:
-    """Shuffled training loader and ordered test loader of ``data``."""
-    return (make_loader(data.train, batch_size, num_workers),
+                 test_batch_size: int = 1000, device=None) -> tuple[DataLoader, DataLoader]:
+    """Shuffled training loader and ordered test loader of ``data``; ``device`` is where the
+    training batches go (pinned host memory only for a CUDA run, see :func:`make_loader`)."""
+    return (make_loader(data.train, batch_size, num_workers, device=device),
             make_loader(data.test, test_batch_size, 0, shuffle=False))

@@ -167,3 +167,14 @@ def test_loader_with_worker_processes_yields_everything():
     base = data.synthetic_dataset(size=8)
     loader = data.make_loader(base, batch_size=3, num_workers=1, shuffle=False)
     assert torch.equal(torch.cat([y for _, y in loader]), base.tensors[1])
+
+
+def test_make_loader_pins_only_for_a_cuda_run(monkeypatch):
+    base = data.synthetic_dataset(size=8)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert not data.make_loader(base, batch_size=4).pin_memory
+    assert not data.make_loader(base, batch_size=4, device="cpu").pin_memory
+    assert data.make_loader(base, batch_size=4, device="cuda").pin_memory
+    assert not data.make_loader(base, batch_size=4, device="cuda", pin_memory=False).pin_memory
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert not data.make_loader(base, batch_size=4, device="cuda").pin_memory

@@ -52,7 +52,7 @@ def run(repeats: int = 7) -> dict:
     initial = LeNet()
 
     def loader():
-        return make_loader(data.train, batch_size=64, num_workers=0, seed=0)
+        return make_loader(data.train, batch_size=64, num_workers=0, seed=0, device=device)
 
     library, hand = [], []
     _hand_written_epoch(copy.deepcopy(initial).to(device), loader(), device)  # warm-up

@@ -36,8 +36,6 @@ def _driver_sees_gpu() -> bool:
         return False
 
 
-
-# --------------------------------------------------------------- Numba CUDA switch
 _SIM_NOTICE = ("course_lib: Numba CUDA kernels run in the CUDA simulator (correct results, one CPU "
                "thread per GPU thread, not timed): {reason}")
 _notice_shown = False

@@ -4,6 +4,8 @@
 * :class:`LeNet` - LeNet-5 with ReLU and max pooling, for 1x28x28 images (61,706 parameters).
 * :class:`AlexNet` - the single-tower AlexNet of torchvision (61,100,840 parameters with 1000
   classes); its adaptive pooling lets it take inputs from 63x63 upwards.
+* :class:`VGG16` - VGG-16 (configuration D of Simonyan and Zisserman, ICLR 2015; 138,357,544
+  parameters with 1000 classes), the network whose FLOPs lessons 00 and 01 count.
 * :class:`ResNet18` - ResNet-18 (11,689,512 parameters with 1000 classes); ``small_input=True``
   swaps the 7x7 stride-2 stem and max pool for a 3x3 stride-1 stem (the CIFAR variant) so that
   28x28 or 32x32 images keep their resolution.
@@ -99,6 +101,47 @@ class AlexNet(nn.Module):
             nn.Dropout(p=dropout),
             nn.Linear(4096, 4096),
             nn.ReLU(inplace=True),
+            nn.Linear(4096, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.avgpool(self.features(x))
+        return self.classifier(torch.flatten(x, 1))
+
+
+VGG16_CHANNELS = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+"""VGG-16's convolution widths in order; ``"M"`` is a 2x2 max pool of stride 2 (Simonyan and
+Zisserman, *Very Deep Convolutional Networks for Large-Scale Image Recognition*, ICLR 2015,
+Table 1, column D)."""
+
+
+class VGG16(nn.Module):
+    """VGG-16: thirteen 3x3 convolutions (padding 1) with ReLU in five blocks, each block ending in
+    a 2x2 max pool, then three fully connected layers (4096, 4096, ``num_classes``).
+
+    A 224x224 input leaves the last pool as 512 x 7 x 7; the adaptive pooling keeps that shape
+    for other input sizes (from 32x32 upwards).
+    """
+
+    def __init__(self, num_classes: int = 1000, in_channels: int = 3, dropout: float = 0.5):
+        super().__init__()
+        layers: list[nn.Module] = []
+        channels = in_channels
+        for width in VGG16_CHANNELS:
+            if width == "M":
+                layers.append(nn.MaxPool2d(kernel_size=2, stride=2))
+            else:
+                layers += [nn.Conv2d(channels, width, kernel_size=3, padding=1), nn.ReLU(inplace=True)]
+                channels = width
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d((7, 7))
+        self.classifier = nn.Sequential(
+            nn.Linear(512 * 7 * 7, 4096),
+            nn.ReLU(inplace=True),
+            nn.Dropout(p=dropout),
+            nn.Linear(4096, 4096),
+            nn.ReLU(inplace=True),
+            nn.Dropout(p=dropout),
             nn.Linear(4096, num_classes),
         )
 

@@ -1,4 +1,5 @@
-"""Timing code correctly: synchronize the device, warm up, repeat, report the median.
+"""Timing code correctly: synchronize the device, warm up, repeat, report the median (lesson 06
+teaches it; every lesson's measurements use it).
 
 GPU work is queued asynchronously, so a timer that does not synchronize measures only
 how long it took to *enqueue* the work. ``benchmark`` synchronizes before starting

@@ -1,7 +1,14 @@
+import re
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 
-from course_lib.models import AlexNet, BasicFCModel, LeNet, ResNet18, all_models, count_parameters
+from course_lib.models import AlexNet, BasicFCModel, LeNet, ResNet18, VGG16, all_models, count_parameters
+from course_lib.profile import counter_flops, profile_ops
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
 def test_alexnet_parameter_count_matches_the_standard_one():
@@ -62,3 +69,55 @@ def test_alexnet_standard_output_shape():
     with torch.no_grad():
         out = AlexNet(num_classes=1000).eval()(torch.randn(1, 3, 224, 224))
     assert out.shape == (1, 1000)
+
+
+def _vgg16_forward_flops() -> int:
+    with torch.device("meta"):
+        model = VGG16()
+    return counter_flops(model, (1, 3, 224, 224))
+
+
+def test_vgg16_parameter_count_matches_the_standard_one():
+    # Simonyan and Zisserman's configuration D as torchvision builds it: 138,357,544
+    with torch.device("meta"):
+        model = VGG16()
+    assert count_parameters(model) == 138_357_544
+
+
+def test_vgg16_forward_flops_are_twice_its_multiply_adds():
+    with torch.device("meta"):
+        model = VGG16()
+    macs = profile_ops(model, (1, 3, 224, 224)).total_macs
+    assert 1.5e10 < macs < 1.6e10                  # the "1.5e10" of seed 000 is this count
+    assert _vgg16_forward_flops() == 2 * macs
+
+
+def _figures(text: str) -> list[float]:
+    """Every ``a.bc \\times 10^{10}$ FLOPs`` and ``a.bce10`` in ``text`` (VGG-16's FLOPs)."""
+    latex = [float(m) * 1e10 for m in re.findall(r"(\d+(?:\.\d+)?) \\times\s*10\^\{10\}\$? FLOPs", text)]
+    code = [float(m) for m in re.findall(r"\b(\d+(?:\.\d+)?e10)\b", text)]
+    return latex + code
+
+
+def test_the_vgg16_figure_lesson_00_uses_is_flopcountermodes_count():
+    nb = nbformat.read(NOTEBOOKS / "00_setup" / "exercises.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.cell_type == "markdown" and "VGG-16 needs about" in c.source)
+    stated = re.search(r"VGG-16 needs about \$(\d+\.\d+) \\times 10\^\{10\}\$ FLOPs", cell.source)
+    assert stated, "lesson 00 exercise 3 no longer states VGG-16's FLOPs in the expected form"
+    test_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex3_hidden")
+    used = re.search(r"training_seconds\((\d+(?:\.\d+)?e10),", test_cell.source)
+    assert used, "lesson 00 exercise 3's test no longer uses VGG-16's FLOPs"
+    counted = _vgg16_forward_flops()
+    for figure in (float(stated.group(1)) * 1e10, float(used.group(1))):
+        assert figure == pytest.approx(counted, rel=5e-3), (figure, counted)
+
+
+def test_lesson_01_counts_vgg16_rather_than_quoting_a_figure():
+    nb = nbformat.read(NOTEBOOKS / "01_hardware_foundations" / "lecture.ipynb", as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "counter_flops(" in code and "VGG16" in code
+    counted = _vgg16_forward_flops()
+    for cell in nb.cells:
+        for figure in _figures(cell.source):
+            if 1e10 <= figure < 1e11:              # a forward-pass figure of VGG-16's order
+                assert figure == pytest.approx(counted, rel=5e-3), (figure, cell.source[:80])

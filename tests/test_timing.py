@@ -4,6 +4,8 @@ import pytest
 import torch
 import torch.utils.benchmark as tb
 
+from course_lib.hardware import cpu_info
+from course_lib.roofline import measure
 from course_lib.timing import Timing, benchmark, device_name, format_seconds, measured_on, synchronize
 
 
@@ -81,8 +83,6 @@ def test_timing_records_device_and_threads():
 
 
 def test_cpu_timing_is_never_labelled_with_the_gpu(fake_cuda):
-    from course_lib.hardware import cpu_info
-
     cpu_timing = benchmark(lambda: sum(range(100)), repeat=2, number=10)
     assert cpu_timing.device == "cpu"
     assert fake_cuda not in cpu_timing.measured_on()
@@ -101,7 +101,5 @@ def test_measured_on_for_figures_taken_without_benchmark(fake_cuda):
 
 
 def test_roofline_of_the_cpu_is_labelled_with_the_cpu(fake_cuda):
-    from course_lib.roofline import measure
-
     roof = measure(device="cpu", n=32, nbytes=2**16)
     assert fake_cuda not in roof.device and "CPU" in roof.device

@@ -16,10 +16,13 @@ This module has
 - a real mixed-precision Adam (:class:`MixedPrecisionAdam`: bf16 model, fp32 master copy)
   and :func:`measured_bytes`, which counts the bytes of the tensors it really holds;
 - ZeRO stages 0-3 written on the collectives (``all_reduce``, ``reduce_scatter_tensor``,
-  ``all_gather_into_tensor``) in :func:`zero_worker`, and the same model sharded by FSDP2
-  (``torch.distributed.fsdp.fully_shard``) in :func:`fsdp_worker`; :func:`compare` runs both
-  on ``k`` processes (gloo on CPUs, NCCL when there is a GPU per process) and
-  :func:`reference_losses` trains the unsharded model in one process.
+  ``all_gather_into_tensor``) in :func:`zero_step_run`, and the same model sharded by FSDP2
+  (``torch.distributed.fsdp.fully_shard``) in :func:`fsdp_run`; :func:`zero_worker` runs
+  them in one process group and :func:`compare` starts it on ``k`` processes (gloo on CPUs,
+  NCCL when there is a GPU per process);
+  :func:`reference_losses` trains the unsharded model in one process;
+- :func:`check_sharded_step`: runs a notebook's sharded SGD-with-momentum step on gloo
+  processes against the unsharded step (the check behind exercise 4).
 
 All sizes are bytes; a "parameter" is one scalar weight.
 """

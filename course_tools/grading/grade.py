@@ -156,6 +156,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     if threading.current_thread() is threading.main_thread():
         def on_signal(signum, frame):
             stop.set()
+            kernel_mod.kill_all()  # the running students' kernels end now; their results are dropped
             raise Stopped(signal.Signals(signum).name)
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
     complete = False
@@ -187,7 +188,9 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
             with lock:
                 slot = slots.pop()
             try:
-                done[student] = grade_one(student, ctx, slot)
+                result = grade_one(student, ctx, slot)
+                if not stop.is_set():
+                    done[student] = result
             finally:
                 with lock:
                     slots.append(slot)

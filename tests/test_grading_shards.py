@@ -1,0 +1,150 @@
+"""Grading past one machine and past a crash (issue 16): two shards merged equal one run; a
+re-grade never shows an old score; SIGTERM leaves a CSV that says what happened, a consistent
+gradebook and no scratch files. Lesson 01, three kinds of submission."""
+import copy
+import csv
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from course_tools.grading import CourseDir, grade_lesson, merge_lesson, release, sandbox
+from course_tools.grading.sandbox import Limits
+from course_tools.paths import NOTEBOOKS, REPO
+
+LESSON = "01_hardware_foundations"
+LIMITS = Limits(memory_bytes=2**30, processes=64, cell_seconds=30, notebook_seconds=200)
+pytestmark = [pytest.mark.timeout(900),
+              pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())]
+
+
+def _course(root: Path, students: dict) -> CourseDir:
+    source = root / "source"
+    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
+    course = CourseDir(root, source)
+    release(course, LESSON)
+    src = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
+    blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    honest = copy.deepcopy(blank)
+    for a, b in zip(honest.cells, src.cells):
+        if b.metadata.get("nbgrader", {}).get("solution"):
+            a.source = b.source
+    half = copy.deepcopy(honest)
+    for c in half.cells:
+        if c.metadata.get("nbgrader", {}).get("grade_id") in ("ex3_roofline", "ex4_lines"):
+            c.source = c.source.replace("return", "return None and")
+    kinds = {"honest": honest, "blank": blank, "half": half}
+    for student, kind in students.items():
+        folder = root / "incoming" / student
+        folder.mkdir(parents=True)
+        nbformat.write(kinds[kind], str(folder / "exercises.ipynb"))
+    return course
+
+
+def _rows(course):
+    with open(course.root / "build" / f"grades_{LESSON}.csv") as fh:
+        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(fh)]
+
+
+def _gradebook(course):
+    from nbgrader.api import Gradebook
+
+    with Gradebook(course.db_url) as gb:
+        return {s.student.id: (s.score, s.max_score) for s in gb.find_assignment(LESSON).submissions}
+
+
+STUDENTS = {"ann": "honest", "bob": "blank", "cid": "half", "dee": "honest", "eve": "half"}
+
+
+def test_two_shards_merged_equal_one_run(tmp_path):
+    one = _course(tmp_path / "one", STUDENTS)
+    grade_lesson(one.source / LESSON, course=one, submissions=one.root / "incoming", limits=LIMITS,
+                 progress=False, feedback=False)
+    two = _course(tmp_path / "two", STUDENTS)
+    for index in (1, 0):  # any order; each shard alone writes no CSV and no gradebook entry
+        part = grade_lesson(two.source / LESSON, course=two, submissions=two.root / "incoming", limits=LIMITS,
+                            progress=False, feedback=False, shard=(index, 2))
+        assert len(part) in (2, 3)
+        assert not (two.root / "build" / f"grades_{LESSON}.csv").exists()
+    merged = merge_lesson(two.source / LESSON, course=two)
+    assert [o.student for o in merged] == sorted(STUDENTS)
+    assert _rows(two) == _rows(one)
+    assert _gradebook(two) == _gradebook(one)
+    scores = {r["student"]: float(r["score"]) for r in _rows(one)}
+    assert scores["ann"] == 14 and scores["bob"] == 0 and 0 < scores["cid"] < 14
+
+
+def test_merge_refuses_missing_shards(tmp_path):
+    from course_tools.grading import GradingError
+
+    course = _course(tmp_path, {"ann": "honest", "bob": "blank"})
+    grade_lesson(course.source / LESSON, course=course, submissions=course.root / "incoming", limits=LIMITS,
+                 progress=False, feedback=False, shard=(0, 2))
+    with pytest.raises(GradingError, match="1-of-2"):
+        merge_lesson(course.source / LESSON, course=course)
+
+
+def test_regrade_never_shows_an_old_score(tmp_path):
+    course = _course(tmp_path, {"ann": "honest", "bob": "blank"})
+    first = {o.student: o.score for o in grade_lesson(course.source / LESSON, course=course, limits=LIMITS,
+                                                      submissions=course.root / "incoming", progress=False)}
+    assert first == {"ann": 14.0, "bob": 0.0}
+    folder = course.root / "incoming" / "ann"  # ann's new submission is a link to someone's notebook
+    (folder / "exercises.ipynb").unlink()
+    os.symlink(course.source / LESSON / "exercises.ipynb", folder / "exercises.ipynb")
+    again = {o.student: o for o in grade_lesson(course.source / LESSON, course=course, limits=LIMITS,
+                                                submissions=course.root / "incoming", progress=False)}
+    assert again["ann"].score == 0 and "symbolic link" in again["ann"].reason
+    assert "ann" not in _gradebook(course)
+    assert not (course.root / "feedback" / "ann" / LESSON).exists()
+    row = next(r for r in _rows(course) if r["student"] == "ann")
+    assert row["score"] == "0" and "symbolic link" in row["reason"]
+
+
+SCRIPT = """
+import sys
+from pathlib import Path
+from course_tools.grading import CourseDir, grade_lesson
+from course_tools.grading.sandbox import Limits
+root = Path(sys.argv[1])
+course = CourseDir(root, root / "source")
+grade_lesson(course.source / "{lesson}", course=course, submissions=root / "incoming", progress=False,
+             limits=Limits(memory_bytes=2**30, processes=64, cell_seconds=30, notebook_seconds=200))
+"""
+
+
+def test_sigterm_leaves_a_true_csv_a_consistent_gradebook_and_no_scratch(tmp_path):
+    students = {f"s{i}": "honest" for i in range(8)}
+    course = _course(tmp_path, students)
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT.format(lesson=LESSON), str(course.root)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    shards = course.root / "build" / "grading" / LESSON / "shards" / "0-of-1" / "graded"
+    deadline = time.monotonic() + 300
+    while not (shards.exists() and list(shards.glob("*.ipynb"))) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    rows = _rows(course)
+    assert [r["student"] for r in rows] == sorted(students), err.decode()[-2000:]
+    stopped = [r for r in rows if "stopped (SIGTERM)" in r["reason"]]
+    graded = [r for r in rows if r["reason"] == "graded normally"]
+    assert stopped and graded and len(stopped) + len(graded) == len(rows), rows
+    assert all(r["score"] == "14" for r in graded) and all(r["score"] == "" for r in stopped)
+    book = _gradebook(course)
+    assert set(book) == {r["student"] for r in graded}
+    assert all(score == 14 for score, _ in book.values())
+    assert not list((course.root / "build" / "grading").glob(".scratch-*"))
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(p, course.root)]
+
+
+def _is_ours(proc_dir: Path, root: Path) -> bool:
+    try:
+        return str(root).encode() in (proc_dir / "cmdline").read_bytes()
+    except OSError:
+        return False

@@ -336,7 +336,8 @@ def index_html(summary: dict, out: Path | None = None) -> str:
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>GPU computing for deep learning: build</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px 8px}}th{{background:#1b4f72;color:#fff}}</style></head>
+td,th{{border:1px solid #ccc;padding:4px 8px}}th{{background:#1b4f72;color:#fff}}
+td:nth-child(-n+1),td:nth-child(n+6):nth-child(-n+8){{white-space:nowrap}}</style></head>
 <body><h1>GPU computing for deep learning</h1><p>Built {html.escape(summary['built_at'])}.
 Executed notebooks open as web pages; the exercises shown are the reference solutions.</p>
 <table><tr><th>lesson</th><th>title</th><th>deck</th><th>executed</th><th>release</th><th>reference</th>

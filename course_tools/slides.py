@@ -116,7 +116,14 @@ def _squash_streams(outputs: list) -> list:
                 continue
             out["text"] = text
         result.append(out)
-    return result
+    tidy = []  # a bar moved to stdout joins the prints around it
+    for out in result:
+        if out.get("output_type") == "stream" and tidy and tidy[-1].get("output_type") == "stream" \
+                and tidy[-1]["name"] == out["name"]:
+            tidy[-1]["text"] += out["text"]
+        else:
+            tidy.append(out)
+    return tidy
 
 
 def _widget_models(nb) -> dict:

@@ -144,7 +144,7 @@ def copy_course(dest: Path, owner: str) -> Path:
             if old_repo in finder.read_text():
                 _rewrite(finder, f"'{old_repo}/", f"'{dest}/")
                 _rewrite(finder, f"{old_repo}\n", f"{dest}\n")
-    _runnable_base(venv)
+    _runnable_base(venv, dest.parent / "python")
     return dest
 
 
@@ -152,27 +152,33 @@ def _entered_by_others(path: Path) -> bool:
     return all(p.stat().st_mode & 0o001 for p in [*path.parents, path] if p.is_dir())
 
 
-def _runnable_base(venv: Path) -> None:
+def _runnable_base(venv: Path, spare: Path) -> None:
     """Make the copied environment's interpreter one that other accounts can run. On this
     project's machines .venv is built on pyenv's Python under /root (mode 0700), which the
-    students' servers cannot start; Debian's python3 of the same minor version can run the
-    same site-packages (hub/run_hub.py reports this case on a real install)."""
+    students' servers cannot start (hub/run_hub.py reports this on a real install). Then the
+    interpreter's installation is hard-linked into ``spare`` and the copy's venv points at it;
+    its ELF RUNPATH (the absolute path of libpython) becomes $ORIGIN/../lib, in a new file."""
     base = (venv / "bin" / "python").resolve()
     if _entered_by_others(base.parent):
         return
-    version = subprocess.run([str(base), "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    system = Path(f"/usr/bin/python{version}")
-    if not system.exists():
-        pytest.skip(f"{base} cannot be run by other accounts and there is no {system} to use instead")
-    for name in ("python", "python3", f"python{version}"):
-        (venv / "bin" / name).unlink(missing_ok=True)
-    (venv / "bin" / f"python{version}").symlink_to(system)
-    (venv / "bin" / "python3").symlink_to(f"python{version}")
-    (venv / "bin" / "python").symlink_to("python3")
+    prefix = base.parent.parent
+    subprocess.run(["cp", "-al", str(prefix), str(spare)], check=True)
+    exe = spare / "bin" / base.name
+    old_rpath = f"{prefix}/lib".encode() + b"\0"
+    data = exe.read_bytes()
+    if old_rpath in data:
+        new_rpath = b"$ORIGIN/../lib"
+        fresh = exe.with_name(exe.name + ".hub-test")
+        fresh.write_bytes(data.replace(old_rpath, new_rpath + b"\0" * (len(old_rpath) - len(new_rpath))))
+        shutil.copymode(exe, fresh)
+        os.replace(fresh, exe)
+    for link in list((venv / "bin").iterdir()):
+        if link.is_symlink() and link.resolve() == base:
+            link.unlink()
+            link.symlink_to(exe)
     cfg = venv / "pyvenv.cfg"
-    lines = [f"home = {system.parent}" if line.startswith("home =") else
-             f"executable = {system}" if line.startswith("executable =") else line
+    lines = [f"home = {exe.parent}" if line.startswith("home =") else
+             f"executable = {exe}" if line.startswith("executable =") else line
              for line in cfg.read_text().splitlines()]
     cfg.unlink()
     cfg.write_text("\n".join(lines) + "\n")
@@ -207,11 +213,11 @@ def hub(accounts):
     top = Path(tempfile.mkdtemp(prefix="course-hub-", dir="/tmp"))
     os.chmod(top, 0o755)
     course = copy_course(top / "course", INSTRUCTOR)
-    port, password = _free_ports(3), secrets.token_urlsafe(12)
+    port, password = _free_ports(3), secrets.token_hex(12)
     log = open(top / "hub.log", "w")
     cmd = [str(course / ".venv" / "bin" / "python"), str(course / "hub" / "run_hub.py"),
            "--instructors", INSTRUCTOR, "--students", f"{RIGHT},{WRONG}", "--auth", "shared-password",
-           "--password", password, "--port", str(port), "--exchange", str(top / "exchange"),
+           f"--password={password}", "--port", str(port), "--exchange", str(top / "exchange"),
            "--course-id", COURSE_ID, "--state", str(top / "state")]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
@@ -291,8 +297,9 @@ class Person:
         if not card.is_visible():
             page.locator(".lm-TabBar-addButton:not(.lm-mod-hidden)").first.click()  # a new launcher
         card.click()
-        page.wait_for_selector(".jp-Terminal .xterm-helper-textarea", state="attached")
-        page.click(".jp-Terminal .xterm-screen")
+        screen = page.locator(".jp-Terminal .xterm-screen:visible").last
+        screen.wait_for()
+        screen.click()
         home = Path(pwd.getpwnam(self.user).pw_dir)
         page.keyboard.type(f"({command}) > ~/{name}.log 2>&1; echo $? > ~/{name}.rc; tail -n 25 ~/{name}.log\n")
         deadline = time.monotonic() + timeout

@@ -18,7 +18,7 @@ def reference_step(replicas, X, y, devices, lr):
         replica.zero_grad()
         loss = F.cross_entropy(replica(xs.to(d)), ts.to(d), reduction="sum") / len(X)
         loss.backward()
-        total += float(loss)
+        total += loss.item()
     for params in zip(*(r.parameters() for r in replicas)):
         grad = sum(p.grad.to(devices[0]) for p in params)
         for p in params:

@@ -19,7 +19,7 @@ def accumulating_step(model, micro_batches, optimizer):
         with context:
             loss = F.cross_entropy(model(X), y) / len(micro_batches)
             loss.backward()
-        total += float(loss)
+        total += loss.item()
     optimizer.step()
     return total
 
@@ -30,7 +30,7 @@ def step_that_syncs_every_micro_batch(model, micro_batches, optimizer):
     for X, y in micro_batches:
         loss = F.cross_entropy(model(X), y) / len(micro_batches)
         loss.backward()
-        total += float(loss)
+        total += loss.item()
     optimizer.step()
     return total
 
@@ -42,7 +42,7 @@ def step_without_zero_grad(model, micro_batches, optimizer):
         with model.no_sync() if (X, y) is not micro_batches[-1] else contextlib.nullcontext():
             loss = F.cross_entropy(model(X), y) / len(micro_batches)
             loss.backward()
-        total += float(loss)
+        total += loss.item()
     optimizer.step()
     return total
 

@@ -71,8 +71,7 @@ def test_progress_bars_become_their_final_line():
     nb = nbformat.v4.new_notebook(cells=[_code_cell("train()", bar)])
     outputs = slides.prepare_for_slides(nb).cells[0].outputs
     assert [(o["name"], o["text"]) for o in outputs] == [
-        ("stdout", "100%|##| 4/4 [00:04<00:00, 2.0it/s]\n"),
-        ("stdout", "loss 0.31\n"),
+        ("stdout", "100%|##| 4/4 [00:04<00:00, 2.0it/s]\nloss 0.31\n"),
         ("stderr", "UserWarning: careful\n")]
     assert len(nb.cells[0].outputs) == 7  # the notebook itself is left alone
 

@@ -1,7 +1,7 @@
 """What the exercise notebooks' test cells call.
 
-- :mod:`.core`: ``check_close``, ``check_equal``, ``check_in``, ``check_true``, ``check_raises``
-  (every lesson); each prints one "ok: NAME" line or raises ``CheckFailed`` saying what was
+- :mod:`.core`: ``check_close``, ``check_array_close``, ``check_equal``, ``check_in``,
+  ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises ``CheckFailed`` saying what was
   expected and what came back, and writes nothing to stderr.
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
@@ -9,6 +9,7 @@
 The multi-process checks are imported from their modules (they import torch.distributed);
 this package itself imports only the light core.
 """
-from .core import CheckFailed, check_close, check_equal, check_in, check_raises, check_true
+from .core import CheckFailed, check_array_close, check_close, check_equal, check_in, check_raises, check_true
 
-__all__ = ["CheckFailed", "check_close", "check_equal", "check_in", "check_raises", "check_true"]
+__all__ = ["CheckFailed", "check_array_close", "check_close", "check_equal", "check_in", "check_raises",
+           "check_true"]

@@ -31,7 +31,7 @@ def student_worker(job, sizes: list, seed: int = 0, point_to_point_only: bool = 
     shape; the input tensor when the function returned None), "in_place_error": worst
     difference of the input tensor after the call, "returns_input": every call returned the
     very tensor it was given, "library_modules": course_lib modules it imported}``."""
-    rank, _, _ = init_process_group("gloo", timeout=20)
+    rank, _, _ = init_process_group("gloo", timeout=60)
     fn = _resolve(job, point_to_point_only)
     loaded_before = set(sys.modules)
     error = in_place_error = 0.0

@@ -99,8 +99,10 @@ def check_array_close(name: str, got, expected, rtol: float = 1e-6, atol: float 
     if got is None:
         _fail(name, f"an array of shape {np.shape(expected)}", got, hint)
     exp = np.asarray(expected)
+    if hasattr(got, "__cuda_array_interface__") and hasattr(got, "get"):
+        got = got.get()                                  # a CuPy array: compare on the host
     try:
-        arr = np.asarray(got, dtype=np.float64 if exp.dtype.kind in "fc" else None)
+        arr = np.asarray(got, dtype=np.float64 if exp.dtype.kind == "f" else None)
     except (TypeError, ValueError):
         _fail(name, f"an array of shape {exp.shape}", got, hint)
     if arr.shape != exp.shape:
@@ -110,7 +112,10 @@ def check_array_close(name: str, got, expected, rtol: float = 1e-6, atol: float 
     if arr.dtype.kind not in "biufc" or exp.dtype.kind not in "biufc":
         bad = arr != exp
     else:
-        bad = ~np.isclose(arr.astype(np.float64), exp.astype(np.float64), rtol=rtol, atol=atol)
+        def numeric(a):
+            return a.astype(np.float64) if a.dtype.kind in "biu" else a
+
+        bad = ~np.isclose(numeric(arr), numeric(exp), rtol=rtol, atol=atol)
     if bad.any():
         where = np.argwhere(bad)
         lines = []
@@ -119,7 +124,7 @@ def check_array_close(name: str, got, expected, rtol: float = 1e-6, atol: float 
             label = ", ".join(str(i) for i in key)
             lines.append(f"[{label}] expected {exp[key]:.6g} got {arr[key]:.6g}"
                          if exp.dtype.kind in "biufc" and arr.dtype.kind in "biufc"
-                         else f"[{label}] expected {exp[key]!r} got {arr[key]!r}")
+                         else f"[{label}] expected {exp[key].item()!r} got {arr[key].item()!r}")
         tol = f"rtol={rtol:g}, atol={atol:g}"
         msg = (f"{name}: {int(bad.sum())} of {bad.size} elements differ ({tol}); first at "
                + "; ".join(lines) + f". Expected values start {show(exp)}")

@@ -30,7 +30,7 @@ def step_worker(step_job, lr: float = 0.1, steps: int = 2, micro: int = 3, seed:
     """Run the shipped student function on this rank's share of a fixed batch, cut into
     ``micro`` micro-batches; return the parameters after ``steps`` steps, the losses it
     returned, the mean loss of the first step computed here, and the allreduces per step."""
-    rank, world, _ = init_process_group("gloo", timeout=20)
+    rank, world, _ = init_process_group("gloo", timeout=60)
     step = _resolve(step_job)
     model, X, y = _step_problem(world, micro, seed)
     per_rank = len(X) // world

@@ -1,4 +1,4 @@
-"""Training on several devices (lessons 09-11), one concept per module:
+"""Training on several devices (lessons 09-11 and 13), one concept per module:
 
 - :mod:`.data_parallel` - data parallelism by hand in one process: replicas, split_batch,
   allreduce, train_batch (lesson 09);
@@ -10,7 +10,14 @@
   model (lesson 11);
 - :mod:`.kvstore` and :mod:`.ps` - push/pull key-value stores and a parameter server
   over ``torch.distributed.rpc``, synchronous and asynchronous (lesson 11);
-- :mod:`.widgets` - sliders driving the cost models.
+- :mod:`.widgets` - sliders driving the cost models (lessons 09-11);
+- :mod:`.zero` - memory of mixed-precision Adam training, ZeRO stages 0-3 written on
+  reduce-scatter and all-gather, and FSDP2 ``fully_shard`` (lesson 13);
+- :mod:`.tensor_parallel` - Megatron-LM's column- and row-parallel linear layers, and the
+  same split with DTensor's ``parallelize_module`` (lesson 13);
+- :mod:`.pipeline` - GPipe and 1F1B schedules simulated, the bubble, and real pipelines over
+  send/recv and ``torch.distributed.pipelining`` (lesson 13);
+- :mod:`.planner` - which parallelism when, after the Ultra-Scale Playbook (lesson 13).
 
 Without several GPUs every "device" is a CPU replica or a CPU process using gloo; the
 code is the same on GPUs (NCCL).

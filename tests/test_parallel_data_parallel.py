@@ -104,3 +104,19 @@ def test_train_and_accuracy_on_a_learnable_problem():
     assert result["test_accuracy"][-1] == dp.accuracy(result["replicas"][0], batches)
     limited = dp.train(LeNet(), batches, k=2, step=reference_step, lr=0.05, max_steps=3)
     assert len(limited["losses"]) == 3
+
+
+def test_the_same_batches_give_the_same_curve_for_every_k():
+    """Lesson 09's claim: with the same batches, initial weights and learning rate, the loss
+    curve does not depend on the number of replicas (up to float32 rounding)."""
+    gen = torch.Generator().manual_seed(3)
+    X = torch.randn(96, 1, 28, 28, generator=gen)
+    y = torch.randint(0, 10, (96,), generator=gen)
+    batches = [(X[i:i + 24], y[i:i + 24]) for i in range(0, 96, 24)]
+    curves = {}
+    for k in (1, 2, 4):
+        torch.manual_seed(0)
+        curves[k] = dp.train(LeNet(), batches, k=k, step=reference_step, lr=0.1, epochs=2,
+                             gpus_needed=4)["losses"]
+    for k in (2, 4):
+        assert max(abs(a - b) for a, b in zip(curves[1], curves[k])) < 1e-5

@@ -87,7 +87,7 @@ def make_proxy(name: str, channel: Channel, wire):
                                "booleans, None, lists, tuples, dicts, arrays and tensors can be graded")
         try:
             return wire.decode(reply.get("value"))
-        except (ValueError, TypeError) as exc:
+        except (ValueError, TypeError, RecursionError) as exc:
             raise StudentError(f"{call} returned data the grader cannot read ({str(exc)[:100]})") from None
     proxy.__name__ = proxy.__qualname__ = name
     return proxy
@@ -143,7 +143,7 @@ def main() -> None:
                 elif kind == "value":
                     try:
                         ns[name] = wire.decode(value)
-                    except (ValueError, TypeError):
+                    except (ValueError, TypeError, RecursionError):
                         ns[name] = Missing(name, "malformed data")
                 elif kind == "notplain":
                     ns[name] = Missing(name, str(value)[:200])

@@ -126,9 +126,10 @@ class Runner:
         for line in reversed(run.text.splitlines()):
             if line.startswith(self.token):
                 try:
-                    return json.loads(base64.b64decode(line[len(self.token):], validate=True))
-                except ValueError:
+                    reply = json.loads(base64.b64decode(line[len(self.token):], validate=True))
+                except (ValueError, RecursionError):
                     return None
+                return reply if isinstance(reply, dict) else None
         return {"timeout": f"limit {timeout:g} s"} if run.status == "timeout" else None
 
     # -- the checker -----------------------------------------------------------------------

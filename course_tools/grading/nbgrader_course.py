@@ -41,8 +41,7 @@ class CourseDir:
                f"--CourseDirectory.source_directory={self.source.relative_to(self.root) if self.source.is_relative_to(self.root) else self.source}",
                f"--CourseDirectory.notebook_id={GRADED_NOTEBOOK}",
                f"--CourseDirectory.db_url={self.db_url}",
-               f"--Execute.timeout={cell_timeout}",
-               "--Execute.allow_errors=True"]
+               f"--Execute.timeout={cell_timeout}"]  # Execute goes on after errors (not configurable)
         env = dict(os.environ)  # nbgrader calls `alembic`, which lives beside this Python
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         try:

@@ -20,25 +20,35 @@ from pathlib import Path
 from .submission import _nb_meta, is_test_cell, restore_test_cells
 
 
-def solution_names(source_nb) -> set[str]:
-    """Top-level names that the solution cells define (functions, classes, assignments)."""
+def _defined(source: str) -> set[str]:
+    """Top-level names a cell binds by def, class or assignment (imports not counted)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
     names: set[str] = set()
-    for cell in source_nb.cells:
-        if cell.cell_type != "code" or not _nb_meta(cell).get("solution"):
-            continue
-        try:
-            tree = ast.parse(cell.source)
-        except SyntaxError:
-            continue
-        for node in tree.body:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                    names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names.update((a.asname or a.name).split(".")[0] for a in node.names if a.name != "*")
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     return names
+
+
+def solution_names(source_nb) -> set[str]:
+    """The names the student provides: defined at top level by the solution cells and not by
+    the instructor's setup cells (those, and every import, the checker has itself)."""
+    solution, setup = set(), set()
+    for cell in source_nb.cells:
+        if cell.cell_type != "code":
+            continue
+        meta = _nb_meta(cell)
+        if meta.get("solution"):
+            solution |= _defined(cell.source)
+        elif not meta.get("grade"):
+            setup |= _defined(cell.source)
+    return solution - setup
 
 
 def lesson_facts(source_nb, plan: dict | None = None) -> dict:

@@ -179,7 +179,8 @@ def cmd_lab(args) -> int:
         os.chdir(REPO)
         args.lessons = ",".join(missing)
         cmd_release(args)
-    return subprocess.call(lab_command(args.extra))
+    # from the course folder: nbgrader's lab extension reads nbgrader_config.py from there
+    return subprocess.call(lab_command(args.extra), cwd=REPO)
 
 
 def _root_course():

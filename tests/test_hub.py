@@ -369,6 +369,8 @@ def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
         student = Person(browser, hub, user)
         student.log_in(f"{step}-{user}")
         page = student.page
+        if not wrong:  # students have no formgrader (hub/jupyter/students/)
+            assert page.request.get(f"{hub['base']}/user/{user}/formgrader").status == 404
         student.open_assignment_list()
         row = page.locator("#released_assignments_list .list_item", has_text=LESSON)
         row.wait_for()
@@ -424,7 +426,7 @@ def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
     with open(course / "build" / f"grades_{LESSON}.csv") as f:
         grades = {row["student"]: row for row in csv.DictReader(f)}
     assert set(grades) == {RIGHT, WRONG}, grades
-    teacher.page.goto(f"{hub['base']}/user/{INSTRUCTOR}/formgrader/gradebook/{LESSON}")
+    teacher.page.goto(f"{hub['base']}/user/{INSTRUCTOR}/formgrader/gradebook/{LESSON}/exercises")
     teacher.page.wait_for_selector(f"text={RIGHT}")
     teacher.shot("06-instructor-formgrader-gradebook")
     teacher.close()

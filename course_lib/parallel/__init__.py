@@ -1,7 +1,7 @@
 """Training on several devices (lessons 09-11 and 13), one concept per module:
 
-- :mod:`.data_parallel` - data parallelism by hand in one process: replicas, split_batch,
-  allreduce, train_batch (lesson 09);
+- :mod:`.data_parallel` - the scaffolding of data parallelism by hand (lesson 09): replica
+  devices, model copies, a training loop around the step the lesson writes;
 - :mod:`.launch` - start k ``torch.distributed`` worker processes from a notebook, with a
   deadline, killing them all on failure (lessons 10, 11);
 - :mod:`.ddp` - DistributedDataParallel training, evaluation across ranks, gradient

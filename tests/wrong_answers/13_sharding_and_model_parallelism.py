@@ -1,3 +1,4 @@
+# format: edits
 """Plausible wrong answers for lesson 13's exercises, as edits of the reference solutions;
 each must lose points."""
 

@@ -18,11 +18,11 @@ LESSONS ?=
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS="--port 9999 --no-browser"
 LAB_ARGS ?=
 
-.PHONY: setup course test lab slides bench doctor clean
+.PHONY: setup course test lab slides bench doctor clean hub
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml slides/package.json slides/package-lock.json scripts/setup.sh scripts/system_packages.sh
+$(STAMP): pyproject.toml slides/package.json slides/package-lock.json hub/package.json hub/package-lock.json scripts/setup.sh scripts/system_packages.sh
 	TORCH_VERSION=$(TORCH_VERSION) TORCH_CPU_PIP="$(TORCH_CPU_PIP)" PYTHON=$(PYTHON) sh scripts/setup.sh
 	@touch $(STAMP)
 
@@ -48,6 +48,13 @@ bench: setup
 
 doctor: setup
 	$(BIN)/course doctor
+
+# JupyterHub for a class on this machine, as root (hub/README.md). Default: a try-out on
+# 127.0.0.1:8000 with one shared password; for a class, e.g.
+#   sudo make hub HUB_ARGS="--instructors alice --students bob,carol"   (PAM passwords)
+HUB_ARGS ?= --tryout
+hub: setup
+	$(BIN)/python hub/run_hub.py $(HUB_ARGS)
 
 clean:
 	rm -rf build release submitted autograded feedback gradebook.db

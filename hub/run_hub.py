@@ -73,7 +73,7 @@ def create_user(user: str) -> None:
     print(f"run_hub: created the account {user} (remove it with: userdel -r {user})")
 
 
-def _world_readable(path: Path) -> str | None:
+def _closed_folder(path: Path) -> str | None:
     """The first folder on the way to ``path`` that other users cannot enter, if any."""
     for folder in [*reversed(path.parents), path]:
         if not folder.stat().st_mode & stat.S_IXOTH:
@@ -108,9 +108,14 @@ def problems(args, instructors: list[str], students: list[str]) -> list[str]:
             found.append(f"instructor {user} does not own {REPO}: the instructor's server releases, collects "
                          f"and grades in it. Clone the course as {user} (or chown -R {user} {REPO}).")
     for needed in (venv, REPO / "course_lib", REPO / "data"):
-        blocked = _world_readable(needed)
+        blocked = _closed_folder(needed)
         if blocked:
             found.append(f"students cannot enter {blocked}, on the way to {needed} (chmod o+rx)")
+    python = (venv / "bin" / "python").resolve()
+    blocked = _closed_folder(python.parent) if python.exists() else None
+    if blocked:
+        found.append(f"other accounts cannot run {python} ({blocked} is closed to them): build .venv on a "
+                     "Python everyone can run, e.g. `make PYTHON=/usr/bin/python3 setup` in a fresh clone")
     return found
 
 

@@ -43,6 +43,8 @@ if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 if command -v npm >/dev/null 2>&1; then
     (cd slides && npm ci --no-audit --no-fund --loglevel=error)
+    # configurable-http-proxy, JupyterHub's proxy, for `make hub` (hub/README.md)
+    (cd hub && npm ci --no-audit --no-fund --loglevel=error)
 else
     echo "warning: npm (Node.js) is not installed, so offline slide decks cannot be built."
     echo "         Install Node.js, then run 'make setup' again. Everything else works."

@@ -1,4 +1,4 @@
-"""The single NumPy/CuPy switch: write array code once, run it on the GPU when there is one (lessons 00 and 04).
+"""The NumPy/CuPy switch: array code written once runs on a GPU when there is one (lessons 00, 04).
 
 CuPy mirrors NumPy's API, so most code only needs to know *which module* to call.
 ``xp()`` answers that for new arrays, ``get_array_module(x)`` for existing ones.
@@ -9,14 +9,14 @@ import functools
 
 import numpy
 
+from .hardware import cupy_usable
+
 
 @functools.lru_cache(maxsize=1)
 def _cupy_or_none():
-    from .hardware import cupy_usable
-
     if not cupy_usable():
         return None
-    import cupy
+    import cupy  # lazy: optional, installed only on machines with a GPU
 
     return cupy
 

@@ -1,4 +1,4 @@
-"""Compilers and interpreters for PyTorch models: eager, TorchScript, torch.compile, torch.export (lesson 05).
+"""Eager, TorchScript, torch.compile and torch.export: compilers and interpreters (lesson 05).
 
 Eager PyTorch is *imperative*: Python runs ``forward`` line by line and each operator is
 dispatched on its own, paying interpreter and dispatch overhead every call. The other
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch._dynamo
 from torch import nn
 
 from .timing import benchmark
@@ -183,8 +184,6 @@ def graph_breaks(fn: Callable, example: torch.Tensor) -> tuple[int, int, list[st
     A graph break is where ``torch.compile`` must return to Python (a data-dependent
     ``if``, a ``print``, an unsupported call) and start a new graph afterwards.
     """
-    import torch._dynamo
-
     torch._dynamo.reset()
     report = quiet(torch._dynamo.explain(fn), example)
     reasons = [r.reason for r in report.break_reasons]

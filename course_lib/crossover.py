@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field
 
+import matplotlib.pyplot as plt
 import numpy as np
 
 from .distance import BACKENDS, available_backends, sqdist_numba_cuda, squared_distances
@@ -54,12 +55,12 @@ def _call_for(backend: str, x):
     more than the kernel, and would hide the GPU's advantage at every size).
     """
     if backend == "cupy":
-        import cupy  # optional: only on machines with a GPU
+        import cupy  # lazy: optional, installed only on machines with a GPU
 
         x_gpu = cupy.asarray(x)
         return (lambda: squared_distances(x_gpu, x_gpu, backend)), "cupy"
     if backend == "numba-cuda":
-        from .kernels import cuda  # here: importing kernels decides GPU or simulator (a probe)
+        from .kernels import cuda  # lazy: imports numba.cuda, which only this backend needs
 
         x_dev = cuda.to_device(x)
         out_dev = cuda.device_array((len(x), len(x)), dtype=x.dtype)
@@ -111,8 +112,6 @@ def seed_gpu_figures() -> list[dict]:
 def plot(result: Sweep, baseline: str = "numpy-matmul", axes=None):
     """Two panels: seconds against n (measured here), and speed-up over ``baseline`` with
     seed 004's cited GPU speed-up marked. Untimed backends are named in the title."""
-    import matplotlib.pyplot as plt
-
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 4))
     left, right = axes

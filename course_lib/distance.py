@@ -20,6 +20,7 @@ temporaries of one block stay under a memory budget (bytes).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit, parallel_chunksize, prange
 
 from .arrays import asnumpy, get_array_module
 from .arrays import xp as array_module
@@ -70,8 +71,6 @@ than the work they would share."""
 def _compile_numba_cpu(parallel: bool):
     """Compile (once per process; cached on disk) the CPU loop nest, parallel or serial."""
     if parallel not in _numba_cpu_kernels:
-        from numba import njit, prange
-
         def kernel(x, y_t, out):  # pragma: no cover - compiled
             m, d = x.shape
             n = y_t.shape[1]
@@ -113,8 +112,6 @@ def sqdist_numba_cpu(x, y=None, out=None):
     if out.size < PARALLEL_MIN_OUTPUT:
         _compile_numba_cpu(parallel=False)(x, y_t, out)
         return out
-    from numba import parallel_chunksize
-
     with parallel_chunksize(64):  # threads take 64 rows at a time: a busy core delays no one
         _compile_numba_cpu(parallel=True)(x, y_t, out)
     return out
@@ -138,9 +135,7 @@ def sqdist_numba_cuda(x, y=None, out=None):
     device: the call then only launches the kernel and returns ``out`` on the device, which
     is how a GPU beats the CPU at large n (the copies cost more than the kernel).
     """
-    # imported here, not at the top: importing kernels decides between GPU and simulator
-    # (a probe kernel), which the CPU backends of this module never need
-    from .kernels import launch_squared_distance
+    from .kernels import launch_squared_distance  # lazy: imports numba.cuda, which only this backend needs
 
     if hasattr(x, "__cuda_array_interface__"):
         return launch_squared_distance(x, y, out)

@@ -69,8 +69,8 @@ def _sysfs_caches() -> dict[str, int]:
 @functools.lru_cache(maxsize=1)
 def cpu_info() -> CpuInfo:
     """Describe the host CPU (model, cores, clock, SIMD extensions, cache sizes)."""
-    import cpuinfo  # py-cpuinfo
-    import psutil
+    import cpuinfo  # lazy: `import course_lib` stays light (py-cpuinfo: 50 ms)
+    import psutil  # lazy: `import course_lib` stays light
 
     info = cpuinfo.get_cpu_info()
     flags = set(info.get("flags", []))
@@ -99,7 +99,7 @@ def cpu_info() -> CpuInfo:
 
 def ram_bytes() -> int:
     """Total physical memory in bytes."""
-    import psutil
+    import psutil  # lazy: `import course_lib` stays light
 
     return int(psutil.virtual_memory().total)
 
@@ -118,7 +118,7 @@ class GpuInfo:
 
 def cuda_gpus() -> list[GpuInfo]:
     """CUDA devices usable by torch (an empty list on a machine without one)."""
-    import torch
+    import torch  # lazy: `import course_lib` stays light (no torch)
 
     if not torch.cuda.is_available():
         return []
@@ -137,7 +137,7 @@ def cupy_usable() -> bool:
     so the decision is keyed on ``cupy.cuda.is_available()``.
     """
     try:
-        import cupy
+        import cupy  # lazy: optional, installed only on machines with a GPU
     except Exception:
         return False
     try:
@@ -149,7 +149,7 @@ def cupy_usable() -> bool:
 # ------------------------------------------------------------------ the whole box
 def distributed_backends() -> list[str]:
     """torch.distributed backends built into this torch ('gloo', 'nccl', 'mpi')."""
-    import torch.distributed as dist
+    import torch.distributed as dist  # lazy: `import course_lib` stays light (no torch)
 
     if not dist.is_available():
         return []
@@ -160,8 +160,8 @@ def distributed_backends() -> list[str]:
 
 def describe() -> dict:
     """Everything above as one JSON-ready dict, plus the fallbacks that apply here."""
-    import numpy
-    import torch
+    import numpy  # lazy: `import course_lib` stays light
+    import torch  # lazy: `import course_lib` stays light (no torch)
 
     gpus = cuda_gpus()
     cupy_ok = cupy_usable()
@@ -197,11 +197,11 @@ def describe_device(device="cpu", threads: int | None = None) -> str:
     """Name the torch device ``device`` ('cpu', 'cuda:0', a ``torch.device``, 'cupy') in words:
     a CPU by its model and ``threads`` (default: torch's thread count now), a GPU by its name and
     index. Only the device asked about is named, never another one the machine also has."""
-    import torch
+    import torch  # lazy: `import course_lib` stays light (no torch)
 
     name = str(device if device is not None else "cpu")
     if name == "cupy":  # CuPy's current device
-        import cupy
+        import cupy  # lazy: optional, installed only on machines with a GPU
 
         name = f"cuda:{cupy.cuda.Device().id}"
     dev = torch.device(name)

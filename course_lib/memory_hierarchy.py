@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 
 import matplotlib.pyplot as plt
+import numba
 import numpy as np
 
 from .timing import benchmark
@@ -35,8 +36,6 @@ def stride_sweep(strides=(1, 2, 4, 8, 16, 32, 64, 128), nbytes: int = 64 * 2**20
 def _repeated_sum():
     """A compiled loop that sums one array ``reps`` times: no interpreter between passes,
     so small (in-cache) arrays are timed at the cache's speed, not Python's call overhead."""
-    import numba
-
     @numba.njit(fastmath=True, cache=False)
     def repeated_sum(data, reps):
         total = 0.0

@@ -1,4 +1,4 @@
-"""Sparsity that hardware can use: 2:4 structured pruning, and why zeros alone are not enough (lesson 12).
+"""2:4 structured sparsity, which hardware can use, and why zeros alone are not enough (lesson 12).
 
 Setting half of a weight matrix to zero halves its multiply-adds only if the hardware
 can skip them. Arbitrary (unstructured) zeros defeat vector units and tensor cores;
@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 
 import torch
+from torch.sparse import to_sparse_semi_structured
 
 from .devices import default_device
 from .timing import Timing, benchmark
@@ -90,8 +91,6 @@ def time_dense_vs_2_4(n: int = 4096) -> dict:
     ok, reason = semi_structured_supported()
     if not ok:
         raise RuntimeError(reason)
-    from torch.sparse import to_sparse_semi_structured
-
     device = torch.device("cuda")
     weight = prune_2_4(torch.randn(n, n, device=device, dtype=torch.float16))
     x = torch.randn(n, n, device=device, dtype=torch.float16)

@@ -86,7 +86,7 @@ def synchronize(device=None) -> None:
     if name.startswith("cuda"):
         torch.cuda.synchronize(device)
     elif name == "cupy":
-        import cupy  # optional: only on machines with a GPU
+        import cupy  # lazy: optional, installed only on machines with a GPU
 
         cupy.cuda.get_current_stream().synchronize()
     elif name.startswith("mps"):
@@ -100,7 +100,7 @@ def device_name(device=None) -> str:
         return "cpu"
     name = str(device)
     if name == "cupy":
-        import cupy  # optional: only on machines with a GPU
+        import cupy  # lazy: optional, installed only on machines with a GPU
 
         return f"cuda:{cupy.cuda.Device().id}"
     dev = torch.device(name)

@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import matplotlib.pyplot as plt
 import torch
+from matplotlib.patches import Patch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -334,9 +336,6 @@ def plot_timeline(events: list[TraceEvent], ax=None, start_us: float | None = No
     nesting depth (up to ``max_depth``), bars coloured by category (``record_function`` ranges
     "data" red and "step" green, CPU operators blue, GPU kernels purple, copies orange).
     Bars wide enough for their (shortened) name carry it. Time axis in ms."""
-    import matplotlib.pyplot as plt  # lazy: only plots need matplotlib, slow to import
-    from matplotlib.patches import Patch
-
     lo = min(e.start_us for e in events) if start_us is None else start_us
     hi = max(e.end_us for e in events) if end_us is None else end_us
     shown = [e for e in events if e.duration_us > 0 and e.end_us >= lo and e.start_us <= hi]
@@ -384,8 +383,6 @@ def plot_memory(samples: list[MemorySample], ax=None, start_us: float = 0.0,
                 end_us: float | None = None, device: str | None = None):
     """Step plot of the bytes allocated (MiB) over time (ms from ``start_us``), from the
     ``[memory]`` samples of a trace, for one ``device`` (default: the first one seen)."""
-    import matplotlib.pyplot as plt  # lazy: only plots need matplotlib, slow to import
-
     device = device or (samples[0].device if samples else "cpu")
     chosen = [s for s in samples if s.device == device and s.time_us >= start_us
               and (end_us is None or s.time_us <= end_us)]

@@ -208,6 +208,16 @@ def _crashed_row(lesson_dir: Path, exc: BaseException) -> dict:
     return row
 
 
+def _longest_first(lessons: list[Path], out: Path) -> list[Path]:
+    """The lessons, the slowest of the last build first (so that no long lesson starts last
+    and keeps one worker busy alone at the end); the given order where nothing is known."""
+    try:
+        seconds = {r["lesson"]: r["seconds"] for r in json.loads((out / "summary.json").read_text())["lessons"]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return lessons
+    return sorted(lessons, key=lambda p: -seconds.get(p.name, float("inf")))
+
+
 def build(ids: str | None = None, out: Path = Path("build"), progress=print,
           workers: int | None = None) -> list[dict]:
     """Build the chosen lessons (all by default), ``workers`` at a time (default:
@@ -228,7 +238,8 @@ def build(ids: str | None = None, out: Path = Path("build"), progress=print,
         threads = max(1, (os.cpu_count() or 1) // workers)
         with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"),
                                  initializer=_worker_init, initargs=(threads,)) as pool:
-            futures = {pool.submit(build_lesson, lesson_dir, out): lesson_dir for lesson_dir in lessons}
+            futures = {pool.submit(build_lesson, lesson_dir, out): lesson_dir
+                       for lesson_dir in _longest_first(lessons, out)}
             try:
                 for future in as_completed(futures):
                     lesson_dir = futures[future]

@@ -220,8 +220,8 @@ def cmd_grade(args) -> int:
     CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
     gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
     fault or bad input; 2 when no sandbox is available and the grader did not accept that."""
-    from .grading import (GradingError, Limits, SandboxUnavailable, bubblewrap, grade_lesson, limits_in_force,
-                          merge_lesson, why_no_sandbox)
+    from .grading import GradingError, Limits, SandboxUnavailable, grade_lesson, limits_in_force, merge_lesson
+    from .grading import sandbox as grading_sandbox
     from .paths import lesson_dirs
 
     try:
@@ -254,8 +254,8 @@ def cmd_grade(args) -> int:
                 print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
                       "this user can, use the network and other students' work. Only for code you trust.",
                       file=sys.stderr)
-            elif not bubblewrap():
-                print(f"course grade: refusing to run student code without a sandbox. {why_no_sandbox()} "
+            elif not grading_sandbox.bubblewrap():
+                print(f"course grade: refusing to run student code without a sandbox. {grading_sandbox.why_no_sandbox()} "
                       "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
                 return 2
             limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,

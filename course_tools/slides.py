@@ -48,13 +48,15 @@ REMOTE_CSS = re.compile(r"""@import\s+(?:url\()?\s*["']?(?:https?:)?//""", re.I)
 THEME = "white"
 WIDTH, HEIGHT = 1280, 720               # slide size in CSS pixels (16:9); reveal scales it
 HIDE_INPUT = "hide-input-on-slides"     # cell tag: output shown, code folded on slides
+LIVE_ONLY_TAG = "live-only-on-slides"   # cell tag: a widget whose slide already shows its figure
+                                        # statically; decks show only the "live notebook" line
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 # widget models a viewer would try to move; in a deck nothing recomputes when they do
 CONTROLS = re.compile(r"(Slider|Dropdown|ToggleButtons?|Checkbox|RadioButtons|Select\w*|Text|"
                       r"BoundedFloatText|BoundedIntText|FloatText|IntText|Button|Play)Model$")
 LIVE_ONLY = ("Live notebook only: moving this control recomputes the figure when a kernel runs "
-             "(make lab, open the lecture, Alt+R). Shown here at its starting values.")
+             "(make lab, open the lecture, Alt+R).")
 PROGRESS = re.compile(r"\d+%\||\d+/\d+ \[|it/s\]|s/it\]")   # a tqdm line
 
 
@@ -157,6 +159,9 @@ def prepare_for_slides(notebook):
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
+        if LIVE_ONLY_TAG in cell.metadata.get("tags", []):
+            cell.outputs = [_live_only_note()]
+            continue
         cell.outputs = _squash_streams(cell.get("outputs", []))
         controls = []
         for out in cell.outputs:
@@ -166,9 +171,13 @@ def prepare_for_slides(notebook):
         if controls:
             for model_id in controls:
                 models[model_id].setdefault("state", {})["disabled"] = True
-            cell.outputs.append({"output_type": "display_data", "metadata": {}, "data": {
-                "text/html": f'<p class="course-live-only">{LIVE_ONLY}</p>', "text/plain": LIVE_ONLY}})
+            cell.outputs.append(_live_only_note(LIVE_ONLY + " Shown here at its starting values."))
     return nb
+
+
+def _live_only_note(text: str = LIVE_ONLY) -> dict:
+    return {"output_type": "display_data", "metadata": {}, "data": {
+        "text/html": f'<p class="course-live-only">{text}</p>', "text/plain": text}}
 
 
 def notebook_html(notebook: Path, target: Path, slides_dir: Path) -> Path:

@@ -154,6 +154,7 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
         page.evaluate(f"require('{REVEAL}').slide({where['h']}, {where['v'] or 0})")
         page.wait_for_function(f"require('{REVEAL}').getIndices().h === {where['h']}")
         page.evaluate(f"(() => {{ while (require('{REVEAL}').nextFragment()); }})()")
+        page.evaluate("new Promise(done => window.MathJax && MathJax.Hub ? MathJax.Hub.Queue(done) : done())")
         page.wait_for_timeout(50)
         shown = page.evaluate("document.querySelector('.reveal .slide-number')?.textContent || ''")
         assert "".join(shown.split()) == f"{number}/{expected}", shown

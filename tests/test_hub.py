@@ -287,7 +287,9 @@ class Person:
         page.click("#login_submit")
         page.wait_for_url(f"**/user/{self.user}/lab**", timeout=SPAWN_MS)
         page.wait_for_selector(".jp-LabShell", timeout=SPAWN_MS)
-        page.wait_for_selector(".jp-Launcher", timeout=SPAWN_MS)
+        # the nbgrader menu: extensions are loaded (a second login restores the last layout,
+        # which may have no launcher)
+        page.wait_for_selector(".lm-MenuBar-item:has-text('Nbgrader')", timeout=SPAWN_MS)
 
     def terminal(self, command: str, name: str, step: str, timeout: float = 600) -> str:
         """Type ``command`` into a new JupyterLab terminal; wait for it to finish; return its
@@ -427,7 +429,12 @@ def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
         grades = {row["student"]: row for row in csv.DictReader(f)}
     assert set(grades) == {RIGHT, WRONG}, grades
     teacher.page.goto(f"{hub['base']}/user/{INSTRUCTOR}/formgrader/gradebook/{LESSON}/exercises")
-    teacher.page.wait_for_selector(f"text={RIGHT}")
+    links = teacher.page.locator("a[href*='/formgrader/submissions/']")
+    teacher.page.wait_for_function(
+        "n => document.querySelectorAll(\"a[href*='/formgrader/submissions/']\").length >= n", arg=2)
+    assert {links.nth(i).text_content() for i in range(links.count())} >= {RIGHT, WRONG}
+    teacher.page.click("text=Show All Names")
+    teacher.page.locator(f"a:has-text('{RIGHT}')").wait_for()
     teacher.shot("06-instructor-formgrader-gradebook")
     teacher.close()
 

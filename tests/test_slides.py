@@ -91,6 +91,9 @@ def test_interactive_widgets_are_disabled_and_labelled_in_decks():
     assert "Live notebook only" in ready.cells[0].outputs[-1]["data"]["text/html"]
     plain = nbformat.v4.new_notebook(cells=[_code_cell("print(1)", [nbformat.v4.new_output("stream", text="1\n")])])
     assert len(slides.prepare_for_slides(plain).cells[0].outputs) == 1
+    nb.cells[0].metadata["tags"] = [slides.LIVE_ONLY_TAG]  # its figure is already on the slide
+    (only,) = slides.prepare_for_slides(nb).cells[0].outputs
+    assert "Live notebook only" in only["data"]["text/plain"]
 
 
 def test_tagged_code_is_folded_and_its_output_kept(tmp_path):

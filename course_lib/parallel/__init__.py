@@ -10,7 +10,7 @@
   model (lesson 11);
 - :mod:`.kvstore` and :mod:`.ps` - push/pull key-value stores and a parameter server
   over ``torch.distributed.rpc``, synchronous and asynchronous (lesson 11);
-- :mod:`.widgets` - sliders driving the cost models (lessons 09-11);
+- :mod:`.widgets` - sliders driving the cost models (lesson 11);
 - :mod:`.zero` - memory of mixed-precision Adam training, ZeRO stages 0-3 written on
   reduce-scatter and all-gather, and FSDP2 ``fully_shard`` (lesson 13);
 - :mod:`.tensor_parallel` - Megatron-LM's column- and row-parallel linear layers, and the

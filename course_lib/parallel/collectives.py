@@ -1,4 +1,4 @@
-"""Allreduce three ways over ``torch.distributed`` point-to-point, and what each costs.
+"""Allreduce three ways over ``torch.distributed`` send/recv, and their cost (lessons 10, 11).
 
 Allreduce turns one tensor per process into their element-wise sum, on every process.
 Three schedules, all written with ``dist.send`` / ``dist.recv`` only:
@@ -18,9 +18,14 @@ The cost model (section 12.7 of seed 003) prices the schedules with a latency ``
 from __future__ import annotations
 
 import math
+import statistics
+import time
 
+import numpy as np
 import torch
 import torch.distributed as dist
+
+from .launch import init_process_group, launch
 
 # ------------------------------------------------------------------ the ring schedule
 
@@ -171,8 +176,6 @@ def builtin_allreduce(tensor: torch.Tensor) -> torch.Tensor:
 def check_worker(sizes: list[int], seed: int = 0) -> dict:
     """Worker for :func:`course_lib.parallel.launch.launch`: compare every allreduce with
     ``dist.all_reduce`` on tensors of the given sizes. Returns ``{name: max abs error}``."""
-    from .launch import init_process_group
-
     rank, world, _ = init_process_group("gloo")
     errors = {name: 0.0 for name in ALLREDUCES}
     for size in sizes:
@@ -194,11 +197,6 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
     seen by rank 0 after a final barrier. The names take turns within each repeat, so a
     change in the machine's load affects them alike. Returns ``{name: {numel: seconds}}``.
     """
-    import statistics
-    import time
-
-    from .launch import init_process_group
-
     init_process_group("gloo", timeout=120)
     fns = dict(ALLREDUCES, builtin=builtin_allreduce)
     table = {name: {} for name in names}
@@ -233,8 +231,6 @@ def check_and_measure(world_size: int, check_sizes=(0, 1, 7, 1001), numels=(10_0
     """One launch of ``world_size`` processes: the worst error of every allreduce against
     ``dist.all_reduce`` (``"errors"``) and rank 0's median seconds (``"seconds"``,
     ``{name: {numel: seconds}}``)."""
-    from .launch import launch
-
     results = launch(check_and_time_worker, world_size, list(check_sizes), list(numels),
                      list(names), repeat, timeout=timeout)
     errors = {name: max(r["errors"][name] for r in results) for name in ALLREDUCES}
@@ -243,8 +239,6 @@ def check_and_measure(world_size: int, check_sizes=(0, 1, 7, 1001), numels=(10_0
 
 def check_against_builtin(world_size: int, sizes: list[int], timeout: float = 60.0) -> dict:
     """Start ``world_size`` gloo processes and return the worst error of each allreduce."""
-    from .launch import launch
-
     results = launch(check_worker, world_size, sizes, timeout=timeout)
     return {name: max(r[name] for r in results) for name in ALLREDUCES}
 
@@ -252,8 +246,6 @@ def check_against_builtin(world_size: int, sizes: list[int], timeout: float = 60
 def measure_allreduce(world_size: int, numels: list[int], names=("ring", "builtin"),
                       repeat: int = 5, timeout: float = 120.0) -> dict:
     """Measured seconds per allreduce: ``{name: {numel: seconds}}`` (rank 0's view)."""
-    from .launch import launch
-
     return launch(timing_worker, world_size, list(numels), list(names), repeat,
                   timeout=timeout)[0]
 
@@ -345,8 +337,6 @@ def fit_latency_bandwidth(numels, seconds, n: int, bytes_per_element: int = 4) -
     Returns ``(alpha seconds, B bytes/s)`` by least squares on the line
     ``t / (2 (n-1)) = alpha + (nbytes / n) / B``.
     """
-    import numpy as np
-
     x = np.asarray(numels, dtype=float) * bytes_per_element / n
     y = np.asarray(seconds, dtype=float) / (2 * (n - 1))
     slope, intercept = np.polyfit(x, y, 1)

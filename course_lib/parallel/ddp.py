@@ -31,14 +31,14 @@ from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
-from .launch import WorkerTimeout, init_process_group, launch
+from ..data import load_dataset
+from ..models import LeNet, ResNet18
+from .launch import WorkerTimeout, free_port, init_process_group, launch
 
 
 def make_model(name: str = "lenet", seed: int = 0) -> nn.Module:
     """A freshly initialised model (the same on every rank for the same ``seed``):
     ``"lenet"`` or ``"resnet18"`` (the small-input ResNet-18 of :mod:`course_lib.models`)."""
-    from ..models import LeNet, ResNet18
-
     torch.manual_seed(seed)
     if name == "lenet":
         return LeNet()
@@ -51,8 +51,6 @@ def load_data(n_train: int | None = None, n_test: int | None = None):
     """Training and test ``TensorDataset`` of 1x28x28 digits (MNIST from the cache, else
     scikit-learn's digits resized; never downloads), cut to ``n_train``/``n_test`` images.
     Returns ``(train, test, notice)``."""
-    from ..data import load_dataset
-
     data = load_dataset("mnist", allow_download=False, verbose=False)
     train, test = data.train.tensors, data.test.tensors
     train = TensorDataset(*(t[:n_train] for t in train))
@@ -215,8 +213,6 @@ def run_torchrun(nproc_per_node: int = 2, args: tuple[str, ...] = (), timeout: f
     torchrun and its workers form one process group; on timeout the whole group is
     killed and :class:`WorkerTimeout` is raised, so no process is left behind.
     """
-    from .launch import free_port
-
     cmd = torchrun_command(nproc_per_node, master_port=free_port(), args=args)
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
                TORCH_CPP_LOG_LEVEL="ERROR")

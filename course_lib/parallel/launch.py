@@ -1,4 +1,4 @@
-"""Start k worker processes that talk through ``torch.distributed``, with a deadline.
+"""Start k ``torch.distributed`` worker processes with a deadline (lessons 10, 11 and 13).
 
 A notebook cannot hand a function it defines to ``multiprocessing``'s *spawn* start
 method (the child re-imports ``__main__``, which is the kernel, not the notebook), so
@@ -17,6 +17,7 @@ the rank and shows the end of its output. Nothing is left running.
 """
 from __future__ import annotations
 
+import datetime
 import importlib
 import inspect
 import os
@@ -30,6 +31,11 @@ import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
 
 
 class WorkerFailed(RuntimeError):
@@ -183,8 +189,6 @@ class _PointToPointOnly:
                "reduce_scatter_tensor", "broadcast", "all_to_all", "all_reduce_coalesced"}
 
     def __getattr__(self, name):
-        import torch.distributed as dist
-
         if name in self.BLOCKED:
             raise RuntimeError(f"dist.{name} is not allowed in this exercise: build it from "
                                "dist.send / dist.recv / dist.isend / dist.irecv")
@@ -198,11 +202,6 @@ def _resolve(job: Job, point_to_point_only: bool = False):
         for part in qualname.split("."):
             obj = getattr(obj, part)
         return obj
-    import torch
-    import torch.distributed as dist
-    import torch.nn.functional as F
-    from torch import nn
-
     namespace = {"torch": torch, "dist": _PointToPointOnly() if point_to_point_only else dist,
                  "nn": nn, "F": F, "__name__": "__student__"}
     exec(compile(job.source, f"<shipped source of {job.name}>", "exec"), namespace)
@@ -213,8 +212,6 @@ def _main(folder: str) -> None:
     tmp = Path(folder)
     with (tmp / "job.pkl").open("rb") as fh:
         job, args, kwargs = pickle.load(fh)
-    import torch
-
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     result = _resolve(job)(*args, **kwargs)
     rank = int(os.environ["RANK"])
@@ -231,11 +228,6 @@ def init_process_group(backend: str | None = None, timeout: float = 30.0):
     ``timeout`` (seconds) bounds every collective, so a missing peer becomes an error.
     Returns ``(rank, world_size, device)``.
     """
-    import datetime
-
-    import torch
-    import torch.distributed as dist
-
     if backend is None:
         local = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
         enough = torch.cuda.is_available() and torch.cuda.device_count() >= local

@@ -23,6 +23,9 @@ import torch
 import torch.distributed.rpc as rpc
 import torch.nn.functional as F
 
+from .ddp import load_data, make_model
+from .launch import launch
+
 _SERVERS: dict = {}
 
 
@@ -108,8 +111,6 @@ def ps_worker(modes=("sync", "async"), steps: int = 20, batch_size: int = 32, lr
     speed as real ones do. Rank 0 returns per mode: ``seconds``, ``staleness`` (one per
     pushed gradient), ``updates`` and ``accuracy`` on the test set; workers return losses.
     """
-    from .ddp import load_data, make_model
-
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     options = rpc.TensorPipeRpcBackendOptions(
         init_method=f"tcp://{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}",
@@ -148,9 +149,6 @@ def run(workers: int = 2, steps: int = 20, slow_delay: float = 0.02, timeout: fl
         **options) -> dict:
     """Start 1 server and ``workers`` workers; return ``{mode: figures}`` where the figures
     combine the server's (staleness, updates, accuracy) and the workers' (seconds, losses)."""
-    from .ddp import load_data
-    from .launch import launch
-
     if options.get("data") is None:
         options["data"] = load_data(options.get("n_train", 1024), None)
     results = launch(ps_worker, workers + 1, steps=steps, slow_delay=slow_delay,

@@ -26,6 +26,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from .launch import init_process_group, launch
 
@@ -133,9 +135,6 @@ def tp_worker(d_model: int = 32, d_hidden: int = 128, batch: int = 8, seed: int 
     of every weight, each rank's block compared with the matching block of the full
     gradient), the local weight shapes of both splits, and the parameter bytes per rank.
     """
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
     rank, world, device = init_process_group(backend)
     full = make_mlp(d_model, d_hidden, seed).to(device)
     gen = torch.Generator().manual_seed(seed + 1)

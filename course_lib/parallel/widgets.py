@@ -1,10 +1,11 @@
-"""Interactive plots for lessons 09-11: sliders drive the communication cost models.
+"""Interactive plots for lesson 11: sliders drive the communication cost models.
 
 Each ``*_widget`` function returns an ``ipywidgets`` box; the plotting functions underneath
 take plain numbers, so they also work (and are tested) without a browser.
 """
 from __future__ import annotations
 
+import ipywidgets as w
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -67,8 +68,6 @@ def plot_servers(nbytes: float = 160e6, workers: int = 8, bandwidth: float = 1e9
 def strategies_widget():
     """Sliders (GPUs, message size, link, latency) driving :func:`plot_strategies` and
     :func:`plot_scaling`."""
-    import ipywidgets as w
-
     n = w.IntSlider(value=4, min=2, max=16, description="GPUs")
     size = w.FloatLogSlider(value=160, base=10, min=-1, max=4, description="MB")
     link = w.Dropdown(options=list(LINKS), value="PCIe 3.0 x16 (16 GB/s)", description="link")
@@ -87,8 +86,6 @@ def strategies_widget():
 
 def servers_widget():
     """Sliders (workers, message size, bandwidth) driving :func:`plot_servers`."""
-    import ipywidgets as w
-
     workers = w.IntSlider(value=8, min=1, max=64, description="workers")
     size = w.FloatLogSlider(value=160, base=10, min=-1, max=4, description="MB")
     bandwidth = w.FloatLogSlider(value=1, base=10, min=-1, max=2, description="GB/s")
@@ -103,8 +100,6 @@ def servers_widget():
 
 def ring_step_widget(n: int = 4):
     """Step through :func:`collectives.ring_schedule`: which chunk each rank holds, summed."""
-    import ipywidgets as w
-
     steps = collectives.ring_schedule(n)
     step = w.IntSlider(value=0, min=0, max=len(steps), description="step")
     ranks = w.IntSlider(value=n, min=2, max=8, description="ranks")

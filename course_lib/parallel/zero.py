@@ -35,7 +35,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from .launch import init_process_group, launch
+from ..models import count_parameters
+from .launch import _resolve, init_process_group, job_for, launch
 
 #: bytes per parameter of Adam training: (parameter, gradient, optimizer state)
 BYTES_PER_PARAMETER = {
@@ -74,11 +75,6 @@ def mlp(sizes=(64, 256, 256, 10), seed: int = 0) -> nn.Sequential:
         if i < len(sizes) - 2:
             layers.append(nn.ReLU())
     return nn.Sequential(*layers)
-
-
-def n_parameters(model: nn.Module) -> int:
-    """Number of scalar parameters."""
-    return sum(p.numel() for p in model.parameters())
 
 
 # ------------------------------------------------------------ mixed precision, measured
@@ -198,7 +194,7 @@ def zero_step_run(stage: int, steps: int, sizes, batch: int, lr: float, seed: in
     model = mlp(sizes, seed).to(device)
     params = list(model.parameters())
     shapes = [p.shape for p in params]
-    total = n_parameters(model)
+    total = count_parameters(model)
     shard = math.ceil(total / world)
     flat = torch.zeros(shard * world, device=device)
     flat[:total] = torch.cat([p.detach().reshape(-1) for p in params])
@@ -255,7 +251,7 @@ def fsdp_run(steps: int, sizes, batch: int, lr: float, seed: int, device) -> dic
     """One rank of the same training with FSDP2: ``fully_shard`` on every ``Linear``, then on
     the whole model; ``torch.optim.Adam`` on the sharded parameters (DTensors). Returns the
     local losses and the bytes of this rank's local shards (parameters, gradients, Adam state)."""
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # lazy: 0.6 s import; the graded check's workers skip it
 
     rank, world = dist.get_rank(), dist.get_world_size()
     model = mlp(sizes, seed).to(device)
@@ -317,8 +313,6 @@ def sharded_step_worker(job, numels, steps: int = 3, lr: float = 0.1, beta: floa
     beta)`` for ``steps`` steps and return its worst difference from the unsharded step
     (parameters and the rank's momentum shard). Rank ``r`` owns elements
     ``r*s ... min((r+1)*s, numel)``, ``s = ceil(numel / N)``."""
-    from .launch import _resolve
-
     rank, world, _ = init_process_group("gloo", timeout=20)
     fn = _resolve(job)
     worst = 0.0
@@ -345,6 +339,4 @@ def sharded_step_worker(job, numels, steps: int = 3, lr: float = 0.1, beta: floa
 def check_sharded_step(fn, world_size: int = 2, numels=(8, 10), timeout: float = 90.0) -> float:
     """Run a notebook's ``fn`` (shipped as source) on ``world_size`` gloo processes for each
     size in ``numels``; the worst difference from the unsharded SGD-with-momentum step."""
-    from .launch import job_for
-
     return max(launch(sharded_step_worker, world_size, job_for(fn), list(numels), timeout=timeout))

@@ -24,8 +24,8 @@ from tqdm import tqdm
 from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
 from . import kernel as kernel_mod
 from .execute import Execution, Verdict, _error_output, execute_submission
-from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html
-from .nbgrader_course import CourseDir, ensure_assignment
+from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html, safe_outputs
+from .nbgrader_course import CourseDir, GradingError, ensure_assignment
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
@@ -58,7 +58,7 @@ def _graded_notebook(nb, ex: Execution):
                 errors = [o for o in verdict.outputs if o["output_type"] == "error"]
                 outputs += errors[:1] or [_error_output("TestFailed", "the test did not pass")]
         else:
-            outputs = ex.outputs.get(index, [])
+            outputs = safe_outputs(ex.outputs.get(index, []))
         cell.outputs = [nbformat.from_dict(o) for o in outputs]
     return graded
 
@@ -113,8 +113,7 @@ def _students(course: CourseDir, lesson: str) -> list[str]:
     submitted = course.root / "submitted"
     if not submitted.is_dir():
         return []
-    return sorted(p.name for p in submitted.iterdir()
-                  if STUDENT_NAME.fullmatch(p.name) and os.path.lexists(p / lesson))
+    return sorted(p.name for p in submitted.iterdir() if not p.name.startswith(".") and os.path.lexists(p / lesson))
 
 
 def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions: Path | None = None,
@@ -144,7 +143,10 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         shutil.rmtree(out)
     (out / "graded").mkdir(parents=True)
     (out / "feedback").mkdir()
-    everyone = sorted(set(_students(course, lesson)) | set(refused))
+    for name in _students(course, lesson):  # put there by hand rather than by --submissions
+        if not STUDENT_NAME.fullmatch(name):
+            refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+    everyone = sorted({n for n in _students(course, lesson) if STUDENT_NAME.fullmatch(n)} | set(refused))
     mine = [s for i, s in enumerate(everyone) if i % count == index]
     cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
     max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
@@ -159,7 +161,8 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
             kernel_mod.kill_all()  # the running students' kernels end now; their results are dropped
             raise Stopped(signal.Signals(signum).name)
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
-    complete = False
+    complete, failure = False, ""
+    kernel_mod.STOPPING.clear()
     try:
         def reference(facts):
             ref_dir, source = scratch / "reference", course.source / lesson
@@ -203,21 +206,29 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         complete = True
     except Stopped:
         kernel_mod.kill_all()
+    except (SandboxUnavailable, GradingError) as exc:  # the grader's own fault: say so in every row
+        failure = f"{type(exc).__name__}: {exc}"
     finally:
         stop.set()
-        kernel_mod.kill_all()
+        kernel_mod.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
         for s, handler in previous.items():
             signal.signal(s, handler)
         for s in mine:
             if s not in done:
-                done[s] = Outcome(s, status="error", score=float("nan"), max_score=max_score,
-                                  reasons=["not graded: the grader was stopped (SIGTERM) before this submission"])
+                why = f"grader error: {failure[:300]}" if failure else (
+                    "not graded: the grader was stopped (SIGTERM) before this submission")
+                done[s] = Outcome(s, status="error", score=float("nan"), max_score=max_score, reasons=[why])
         write_shard(out, [done[s] for s in mine], complete)
         shutil.rmtree(scratch, ignore_errors=True)
     if merge_after if merge_after is not None else count == 1:
         if feedback:
             mathjax_into(course.root / "feedback")
-        return merge(course, lesson, cell_ids, max_score)
+        merged = merge(course, lesson, cell_ids, max_score)
+        if failure:
+            raise GradingError(f"{failure} (the CSV says which students were not graded)")
+        return merged
+    if failure:
+        raise GradingError(failure)
     return [done[s] for s in mine]
 
 

@@ -27,16 +27,24 @@ from .sandbox import (CellRun, Limits, _apply_rlimits, _own_process_count, desce
                       is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
 
 LIVE: set = set()             # sandboxes started and not yet stopped
+STOPPING = threading.Event()  # set by kill_all: no sandbox starts any more until cleared
 _LIVE_LOCK = threading.Lock()
 WATCH_SECONDS = 0.25          # how often the watchdog looks
 
 
-def kill_all() -> None:
-    """Stop every live sandbox of this grader (SIGTERM, crash clean-up)."""
+def kill_all(close: bool = False) -> None:
+    """Kill the processes of every live sandbox of this grader (SIGTERM, crash clean-up); the
+    threads that own them notice and clean up. ``close`` also closes their connections and
+    scratch folders: only when no grading thread runs any more (ZeroMQ sockets are not
+    thread-safe)."""
+    STOPPING.set()
     with _LIVE_LOCK:
         live = list(LIVE)
     for box in live:
-        box.close()
+        if close:
+            box.close()
+        else:
+            box.kill()
 
 
 class _Box:
@@ -65,6 +73,8 @@ class _Box:
         return path
 
     def _popen(self, command, submission, tmp, conn_dir, read_only=(), cwd=None, pipes=False):
+        if STOPPING.is_set():
+            raise RuntimeError("grading was stopped")
         venv_bin = Path(sys.executable).parent
         limits = self.limits
         if self.uid is None:  # not root: the process limit counts all our processes
@@ -92,6 +102,15 @@ class _Box:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL to the sandbox's process group; nothing else (safe from a signal handler)."""
+        proc = self.proc
+        if proc is not None and proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
@@ -191,7 +210,7 @@ class SandboxKernel(_Box):
             self.proc.send_signal(signal.SIGINT)
 
     def _over_limit(self, check_disk: bool) -> str:
-        rss, threads = usage(self.proc.pid)
+        rss, threads = usage(self.proc.pid, self.limits.memory_bytes)
         if rss > self.limits.memory_bytes:
             return f"memory limit reached ({rss / 2**30:.2f} GiB in the sandbox, limit {self.limits.memory_bytes / 2**30:g} GiB)"
         if threads > self.limits.processes + 8:

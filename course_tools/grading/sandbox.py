@@ -284,11 +284,28 @@ def descendants(pid: int, table: dict | None = None) -> list[int]:
     return found
 
 
-def usage(pid: int) -> tuple[int, int]:
-    """(resident bytes, threads) of the process ``pid`` and all its descendants together."""
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes (shared pages split between their users), 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def usage(pid: int, limit: int | None = None) -> tuple[int, int]:
+    """(memory bytes, threads) of the process ``pid`` and all its descendants together. Memory
+    is the sum of resident sizes, or, when that passes ``limit``, of proportional set sizes
+    (forked processes share their parent's pages; resident sizes would count them again)."""
     table = _process_table()
-    tree = [pid, *descendants(pid, table)]
-    return (sum(table[p][1] for p in tree if p in table), sum(table[p][2] for p in tree if p in table))
+    tree = [p for p in (pid, *descendants(pid, table)) if p in table]
+    rss = sum(table[p][1] for p in tree)
+    if limit is not None and rss > limit:
+        rss = sum(_pss(p) for p in tree)
+    return rss, sum(table[p][2] for p in tree)
 
 
 def folder_bytes(folder: Path, cap: int) -> int:

@@ -1,0 +1,97 @@
+"""Unit tests of the grader's trust boundaries (issue 16): what a submission may contain
+(``submission``) and what data may cross from the student's kernel to the checker (``wire``)."""
+import json
+import os
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from course_tools.grading import submission, wire
+from course_tools.grading.submission import SubmissionProblem
+
+
+def test_read_submission_reasons(tmp_path):
+    with pytest.raises(SubmissionProblem, match="missing file"):
+        submission.read_submission(tmp_path / "exercises.ipynb")
+    (tmp_path / "a.ipynb").write_text("{oops")
+    with pytest.raises(SubmissionProblem, match="not valid JSON"):
+        submission.read_submission(tmp_path / "a.ipynb")
+    (tmp_path / "b.ipynb").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(SubmissionProblem, match="no list of cells"):
+        submission.read_submission(tmp_path / "b.ipynb")
+    os.symlink("/etc/passwd", tmp_path / "c.ipynb")
+    with pytest.raises(SubmissionProblem, match="refused"):
+        submission.read_submission(tmp_path / "c.ipynb")
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: os.symlink("/etc/passwd", d / "notes.txt"), "symbolic link"),
+    (lambda d: os.symlink("/dev/zero", d / "zero"), "symbolic link"),
+    (lambda d: os.mkfifo(d / "fifo"), "named pipe"),
+    (lambda d: socket.socket(socket.AF_UNIX).bind(str(d / "sock")), "socket"),
+    (lambda d: (d / "bad\nname.txt").write_text("x"), "not plain"),
+    (lambda d: (d / "..hidden").write_text("x"), "not plain"),
+    (lambda d: (d / "big.bin").write_bytes(b"x" * (submission.MAX_FILE_BYTES + 1)), "MiB"),
+    (lambda d: [(d / f"f{i}.txt").write_text("x") for i in range(submission.MAX_FILES + 1)], "more than"),
+    (lambda d: (d / "sub").mkdir() or os.symlink("/etc", d / "sub" / "etc"), "sub/etc"),
+])
+def test_intake_refuses_anything_but_plain_regular_files(tmp_path, make, words):
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / "exercises.ipynb").write_text("{}")
+    make(folder)
+    with pytest.raises(SubmissionProblem, match=words):
+        submission.inspect_folder(folder)
+
+
+def test_intake_lists_and_copies_regular_files_only(tmp_path):
+    folder = tmp_path / "student"
+    (folder / "data").mkdir(parents=True)
+    (folder / "exercises.ipynb").write_text("{}")
+    (folder / "data" / "x.csv").write_text("1,2\n")
+    files = submission.inspect_folder(folder)
+    assert files == [("data/x.csv", 4), ("exercises.ipynb", 2)]
+    target = submission.copy_files(folder, tmp_path / "copy", files)
+    assert (target / "data" / "x.csv").read_text() == "1,2\n"
+    os.symlink("/etc/passwd", tmp_path / "link")  # a file swapped for a link after inspection
+    (folder / "exercises.ipynb").unlink()
+    os.symlink(tmp_path / "link", folder / "exercises.ipynb")
+    with pytest.raises(SubmissionProblem):
+        submission.copy_files(folder, tmp_path / "copy2", files)
+
+
+def test_timestamp_that_is_not_a_date_is_ignored_with_a_note(tmp_path):
+    (tmp_path / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC")
+    assert submission.read_timestamp(tmp_path)[0].year == 2026
+    (tmp_path / "timestamp.txt").write_text("soon-ish \x00")
+    assert submission.read_timestamp(tmp_path) == (None, "timestamp.txt is not a date and was ignored")
+
+
+def test_plain_data_crosses_and_comes_back_as_builtins():
+    value = {"a": (1, 2.5, None, True, "s"), 3: [float("inf"), 2**80], "arr": np.arange(6.0).reshape(2, 3),
+             "t": torch.tensor([1.0, 2.0], dtype=torch.float16), "d": torch.device("cpu"), "np": np.float32}
+    back = wire.decode(wire.encode(value))
+    assert back["a"] == (1, 2.5, None, True, "s") and back[3] == [float("inf"), 2**80]
+    assert np.array_equal(back["arr"], value["arr"]) and back["t"].dtype == torch.float16
+    assert back["d"] == torch.device("cpu") and back["np"] is np.float32
+
+
+class AlwaysEqual(float):
+    def __eq__(self, other):
+        return True
+
+
+@pytest.mark.parametrize("value", [AlwaysEqual(1.0), object(), lambda: 1, np.array([object()]),
+                                   torch.ones(2, device="meta"), type("X", (), {})()])
+def test_anything_else_is_refused(value):
+    with pytest.raises(wire.NotPlain):
+        wire.encode(value)
+
+
+@pytest.mark.parametrize("text", ['{"$": "ndarray", "v": "AAAA"}', '{"$": "nptype", "v": "ndarray"}',
+                                  '{"$": "weird"}', '[' * 5000 + ']' * 5000, '{"x": 1}'])
+def test_malformed_data_is_rejected(text):
+    with pytest.raises((ValueError, RecursionError)):
+        wire.decode(text)

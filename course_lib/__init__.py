@@ -1,8 +1,34 @@
-"""course_lib: the helper library of the course "GPU computing for deep learning".
+"""course_lib: what the lessons of "GPU computing for deep learning" import, one module per concept.
 
-One module per concept of the lessons (``hardware``, ``timing``, ``roofline``, ``arrays``,
-...). Importing the package is cheap; it only decides, before anything imports
-``numba.cuda``, whether Numba's CUDA kernels will run on a GPU or in the simulator.
+Lesson (folder in notebooks/) -> the modules its lecture and exercises import; every exercise
+notebook also imports :mod:`.checks`, and every module's docstring names its lessons:
+
+- 00_setup: hardware, arrays, timing
+- 01_hardware_foundations: hardware, memory_hierarchy, roofline, devices, profile, models
+- 02_pytorch_devices: devices, hardware, timing
+- 03_simt_programming_model: kernels, access_counts, hardware
+- 04_cupy_and_numba: arrays, kernels, distance, crossover, hardware, timing
+- 05_compilers_and_interpreters: compilers, timing
+- 06_asynchronous_execution: async_queue, timing
+- 07_automatic_parallelism: schedule, hardware, timing
+- 08_data_movement_and_profiling: data, models, train, profile, trace, training_memory, devices,
+  hardware, timing
+- 09_multi_gpu_from_scratch: parallel.data_parallel, data, models, timing
+- 10_ddp: parallel.ddp, parallel.launch, parallel.collectives, checks.ddp, hardware, timing
+- 11_parameter_servers_and_collectives: parallel.collectives, parallel.kvstore, parallel.ps,
+  parallel.widgets, checks.collectives, timing
+- 12_accelerators_and_codesign: precision, systolic, sparsity, training_memory, models,
+  hardware, timing
+- 13_sharding_and_model_parallelism: parallel.zero, parallel.tensor_parallel,
+  parallel.pipeline, parallel.planner, schedule, training_memory, models, hardware
+
+Underneath: :mod:`.cuda_simulator` (GPU or simulator for Numba CUDA; :mod:`.hardware`
+re-exports it). The ``course`` command lives in ``course_tools``, which this package never
+imports.
+
+Importing the package loads neither torch, NumPy nor matplotlib; it only decides, before
+anything imports ``numba.cuda``, whether Numba's CUDA kernels will run on a GPU or in the
+simulator (where a GPU is seen, by running a one-thread probe kernel in a child process).
 """
 from .hardware import prepare_numba_cuda as _prepare_numba_cuda
 

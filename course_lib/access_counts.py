@@ -12,10 +12,11 @@ It also checks what a GPU would not forgive but the simulator often does:
   in no fixed order. A slot of a shared array that one thread writes and another thread
   reads (or also writes, without an atomic) in the same interval between barriers holds a
   value that depends on timing: a race. Atomic updates of one slot by many threads are
-  fine among themselves, but not mixed with plain reads or writes of that slot. Every access is recorded with the number of barriers
-  its thread has passed, so the check does not depend on the order in which the simulator
-  happened to run the threads; a kernel with a race raises :class:`SharedMemoryRace`
-  naming the block, the threads, the array and the index.
+  fine among themselves, but not mixed with plain reads or writes of that slot. Every
+  access is recorded with the number of barriers its thread has passed, so the check does
+  not depend on the order in which the simulator happened to run the threads; a kernel with
+  a race raises :class:`SharedMemoryRace` naming the block, the threads, the array and the
+  index.
 - **Out-of-bounds indices**, including negative ones, which NumPy (and so the plain
   simulator) silently wraps around to the end of the array: they raise ``IndexError``.
 - **Fresh shared memory per block.** The plain simulator of numba 0.68 allocates shared
@@ -301,11 +302,9 @@ def _counting_atomic_add(recorder: _Recorder):
     return add
 
 
-def _recording_sync(recorder: _Recorder):
-    """BlockThread.syncthreads that first notes the barrier for the calling thread."""
-    from numba.cuda.simulator.kernel import BlockThread
-
-    original = BlockThread.syncthreads
+def _recording_sync(recorder: _Recorder, original):
+    """The simulator's ``BlockThread.syncthreads`` (``original``), first noting the barrier for
+    the calling thread."""
 
     def syncthreads(self):
         recorder.barrier()
@@ -314,11 +313,9 @@ def _recording_sync(recorder: _Recorder):
     return syncthreads
 
 
-def _touching_run(recorder: _Recorder):
-    """BlockThread.run that first registers the thread, so idle threads appear with zeros."""
-    from numba.cuda.simulator.kernel import BlockThread
-
-    original = BlockThread.run
+def _touching_run(recorder: _Recorder, original):
+    """The simulator's ``BlockThread.run`` (``original``), first registering the thread, so idle
+    threads appear with zeros."""
 
     def run(self):
         recorder.touch()
@@ -339,8 +336,7 @@ def count_accesses(kernel, grid, block, *args, races: str = "raise") -> AccessCo
     whether or not a GPU is present (the kernel's Python source is what runs). Keep launches
     small: the simulator uses one OS thread per GPU thread.
     """
-    # imported here, not at the top: importing numba.cuda (which the simulator package does)
-    # must wait until course_lib.hardware has chosen between the GPU and the simulator
+    # lazy: these import numba.cuda, which must wait until course_lib has chosen GPU or simulator
     from numba.cuda.simulator.kernel import BlockThread, FakeCUDAKernel
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAShared
 
@@ -351,10 +347,10 @@ def count_accesses(kernel, grid, block, *args, races: str = "raise") -> AccessCo
                for a in args]
     fn = getattr(kernel, "py_func", kernel)
     simulated = FakeCUDAKernel(fn, device=False)
+    sync, run = _recording_sync(recorder, BlockThread.syncthreads), _touching_run(recorder, BlockThread.run)
     with mock.patch.object(FakeCUDAShared, "array", _counting_shared_array(recorder)), \
             mock.patch.object(FakeCUDAAtomic, "add", _counting_atomic_add(recorder)), \
-            mock.patch.object(BlockThread, "syncthreads", _recording_sync(recorder)), \
-            mock.patch.object(BlockThread, "run", _touching_run(recorder)):
+            mock.patch.object(BlockThread, "syncthreads", sync), mock.patch.object(BlockThread, "run", run):
         simulated[grid, block](*wrapped)
     result = AccessCounts(dict(recorder.per_thread), recorder.races())
     if result.races and races == "raise":

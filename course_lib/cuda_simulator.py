@@ -132,7 +132,7 @@ def prepare_numba_cuda() -> bool:
     if _decision is not None:
         return _decision[0]
     if "numba.cuda" in sys.modules:  # too late to switch: probe what was imported
-        from numba.core import config
+        from numba.core import config  # lazy: numba is imported already; `import course_lib` skips it
 
         if config.ENABLE_CUDASIM:
             _decision = (True, "numba.cuda was imported before course_lib, with the simulator on.")
@@ -146,7 +146,7 @@ def prepare_numba_cuda() -> bool:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1" if simulated else "0"
     os.environ[_DECISION_VAR] = f"simulator: {reason}" if simulated else "real"
     if "numba" in sys.modules:  # numba read its config at import: make it read it again
-        from numba.core import config
+        from numba.core import config  # lazy: numba is imported already; `import course_lib` skips it
 
         config.reload_config()
     return simulated
@@ -157,7 +157,7 @@ def numba_cuda():
     when it is the simulator."""
     global _notice_shown
     simulated = prepare_numba_cuda()
-    from numba import cuda
+    from numba import cuda  # lazy: only after prepare_numba_cuda() has chosen GPU or simulator
 
     if simulated and not _notice_shown:
         print(_SIM_NOTICE.format(reason=numba_cuda_reason()))

@@ -1,4 +1,4 @@
-"""Data for the training lessons: MNIST-like images, honest fallbacks, synthetic tensors.
+"""Data for the training lessons (08-11): MNIST-like images, honest fallbacks, synthetic tensors.
 
 Where the images come from, in order (the loader says which one it used):
 
@@ -195,7 +195,7 @@ def _from_idx(name: str, root: Path | None) -> ImageData | None:
 def load_digits_28(test_fraction: float = 1 / 6, seed: int = 0) -> ImageData:
     """scikit-learn's 1,797 handwritten digits (8x8, 17 grey levels) resized to 28x28 by
     bilinear interpolation, split into train and test sets with a fixed shuffle."""
-    from sklearn.datasets import load_digits
+    from sklearn.datasets import load_digits  # lazy: 1.6 s to import, and only the fallback needs it
 
     digits = load_digits()
     images = torch.from_numpy(digits.images.astype(np.float32) / 16.0).unsqueeze(1)

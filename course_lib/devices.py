@@ -1,4 +1,4 @@
-"""PyTorch devices (lesson 02): pick one, describe it, and measure what moving data costs.
+"""PyTorch devices (lesson 02; 01 and 08 too): pick one, describe it, time moving data to it.
 
 Operations run on the device that holds their tensors. ``default_device`` gives the code
 one place to decide where that is; ``device_properties`` says what it is; and

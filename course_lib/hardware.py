@@ -1,5 +1,8 @@
-"""What this machine has: CPU, caches, RAM, CUDA GPUs, CuPy and Numba CUDA (lessons 00, 01,
-02, 12, and every lesson that labels a measurement with :func:`describe_device`).
+"""What this machine has: CPU, caches, RAM, CUDA GPUs, CuPy and Numba CUDA (most lessons).
+
+Lessons 00-04, 07, 08, 10, 12 and 13 import it, to describe the machine and to name the device
+a measurement ran on (:func:`describe_device`; :mod:`course_lib.timing` does so for every
+measurement).
 
 Also the cited tables in ``data/`` (latency numbers, device specs). Whether Numba CUDA kernels
 run on the GPU or in the simulator is decided in :mod:`course_lib.cuda_simulator`; its

@@ -28,6 +28,7 @@ import sys
 import warnings
 
 import numpy as np
+from numba.core import config
 
 from .access_counts import count_accesses
 from .hardware import numba_cuda, numba_cuda_mode, prepare_numba_cuda
@@ -39,15 +40,11 @@ def _cuda_module():
     config is re-read after ``prepare_numba_cuda`` has set the variable."""
     if "numba.cuda" not in sys.modules:
         prepare_numba_cuda()
-        from numba.core import config
-
         config.reload_config()
     return numba_cuda()
 
 
 cuda = _cuda_module()
-
-from numba import float32, float64  # noqa: E402  (after the simulator switch)
 
 TILE = 8
 """Edge of the square blocks of the 2-D kernels and of lesson 03's tiled matmul, in threads

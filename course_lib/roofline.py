@@ -1,4 +1,4 @@
-"""The roofline model: how fast can a kernel run on this machine (lessons 01 and 12)?
+"""The roofline model: how fast can a kernel run on this machine (lesson 01; lesson 12 recalls it)?
 
 Two ceilings bound every kernel: the peak arithmetic rate (FLOP/s, measured with a
 large matrix multiply) and the memory bandwidth (bytes/s, measured with a large

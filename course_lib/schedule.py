@@ -1,4 +1,4 @@
-"""Automatic parallelism: schedule a dependency graph of tasks on several devices (lesson 07; lesson 13 draws its pipeline schedules with it).
+"""Automatic parallelism: schedule a dependency graph of tasks on several devices (lesson 07).
 
 A deep learning framework sees a program as a graph: a task (an operator, a copy) can
 start once the tasks it depends on have finished. Tasks with no path between them may
@@ -12,12 +12,14 @@ copy engine). The *makespan* is the time from the first start to the last finish
   of their critical path to the end, put each on the device where it finishes first
   (using an idle gap left earlier on that device when the task fits in it);
 - :func:`schedule_assignment`: the schedule that follows a given task -> device choice;
-- :func:`best_schedule`: the best assignment by exhaustive search (small graphs only);
 - :func:`validate`, :func:`critical_path`, :func:`gantt` (a matplotlib Gantt chart);
 - :func:`copy_compute_tasks` / :func:`pipeline_seconds`: compute a chunk, copy it out,
   with and without overlap (seed 003 §12.3.2);
 - :func:`run_parallel`: execute real Python callables with their dependencies on a thread
   pool and record when each one ran, for a measured Gantt chart.
+
+Lesson 13 draws and checks its pipeline schedules with :class:`Schedule`, :func:`gantt` and
+:func:`validate`.
 """
 from __future__ import annotations
 

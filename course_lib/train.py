@@ -1,8 +1,10 @@
-"""A device-agnostic training loop with a progress bar, an evaluation helper, and an
-estimate of how long a long training run would take, from a short timed one.
+"""A training loop for any device, evaluation, and a training-time estimate (lessons 08, 09).
 
-The loop keeps the device busy: it never calls ``.item()`` on every step (each call waits for
-the device, lesson 06); the progress bar reads the loss every ``log_every`` steps only.
+:func:`train` shows a progress bar; :func:`evaluate` is the accuracy on a loader (lesson 09's
+replicas too); :func:`estimate_training_for` says how long a long run would take, in seconds,
+from a short timed one. The loop keeps the device busy: it never calls ``.item()`` on every
+step (each call waits for the device, lesson 06); the progress bar reads the loss every
+``log_every`` steps only.
 """
 from __future__ import annotations
 

@@ -88,8 +88,11 @@ def cmd_build(args) -> int:
     rows = build(args.lessons, out, progress=_say, workers=args.workers)
     print(table(rows))
     if out == BUILD.resolve():  # the course's own build: students find their notebooks in release/
-        for line in publish_releases(rows, out, RELEASE):
-            print(line)
+        lines = publish_releases(rows, out, RELEASE)
+        kept = sum(line.startswith("kept") for line in lines)
+        if lines:
+            print(f"student versions: {RELEASE}/NN_name/exercises.ipynb ({len(lines) - kept} written, "
+                  f"{kept} kept because they were already there; `course release NN` regenerates one)")
     print(f"summary: {out / 'summary.json'}; open {out / 'index.html'} in a browser")
     bad = [r["lesson"] for r in rows if not ok(r)]
     if bad:

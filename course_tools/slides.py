@@ -8,9 +8,11 @@ deck opens in a browser with the network cut off.
 Before export, a copy of the executed lecture is prepared for the screen
 (``prepare_for_slides``): progress bars and other carriage-return output collapse to their
 final line, consecutive prints become one block, and interactive widgets, which need a
-running kernel, are disabled and labelled as such. Cells tagged ``hide-input-on-slides``
-show their output with the code folded (the deck template in ``slides/templates``); the
-notebook itself keeps and executes that code. Slides are 1280 x 720 (16:9).
+running kernel, are disabled and labelled as such (a widget cell tagged
+``live-only-on-slides``, whose figure the slide already shows statically, keeps only that
+label). Cells tagged ``hide-input-on-slides`` show their output with the code folded (the
+deck template in ``slides/templates``); the notebook itself keeps and executes that code.
+Slides are 1280 x 720 (16:9); a taller slide is scaled to fit, down to 60 %.
 """
 from __future__ import annotations
 

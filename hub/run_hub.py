@@ -115,7 +115,7 @@ def problems(args, instructors: list[str], students: list[str]) -> list[str]:
     blocked = _closed_folder(python.parent) if python.exists() else None
     if blocked:
         found.append(f"other accounts cannot run {python} ({blocked} is closed to them): build .venv on a "
-                     "Python everyone can run, e.g. `make PYTHON=/usr/bin/python3 setup` in a fresh clone")
+                     "Python every account can run (installed outside /root, e.g. under /opt or /usr/local)")
     return found
 
 

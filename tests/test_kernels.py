@@ -2,6 +2,7 @@
 block), and the simulated access counts match counts made by hand."""
 import numpy as np
 import pytest
+from numba import float64
 
 from course_lib import access_counts, kernels
 
@@ -53,7 +54,7 @@ cuda = kernels.cuda
 
 @cuda.jit
 def shift_left(x, out):
-    buf = cuda.shared.array(16, kernels.float64)
+    buf = cuda.shared.array(16, float64)
     t = cuda.threadIdx.x
     buf[t] = x[t]
     out[t] = buf[(t + 1) % 16]          # reads a neighbour's slot with no barrier

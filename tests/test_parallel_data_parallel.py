@@ -8,6 +8,7 @@ import torch.nn.functional as F
 
 from course_lib.models import LeNet
 from course_lib.parallel import data_parallel as dp
+from course_lib.train import evaluate
 
 
 def reference_step(replicas, X, y, devices, lr):
@@ -101,7 +102,7 @@ def test_train_and_accuracy_on_a_learnable_problem():
     assert len(result["losses"]) == 16 and result["seconds"] > 0
     assert result["losses"][-1] < result["losses"][0]
     assert 0.0 <= result["test_accuracy"][-1] <= 1.0
-    assert result["test_accuracy"][-1] == dp.accuracy(result["replicas"][0], batches)
+    assert result["test_accuracy"][-1] == evaluate(result["replicas"][0], batches, result["devices"][0])
     limited = dp.train(LeNet(), batches, k=2, step=reference_step, lr=0.05, max_steps=3)
     assert len(limited["losses"]) == 3
 

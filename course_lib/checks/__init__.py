@@ -1,8 +1,8 @@
-"""What the exercise notebooks' test cells call.
+"""What the exercise notebooks' test cells call (every lesson, 00-13).
 
 - :mod:`.core`: ``check_close``, ``check_array_close``, ``check_equal``, ``check_in``,
-  ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises ``CheckFailed`` saying what was
-  expected and what came back, and writes nothing to stderr.
+  ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises
+  ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 

@@ -1,4 +1,4 @@
-"""Checks used by the exercise notebooks' test cells.
+"""Checks used by the test cells of every lesson's exercises (00-13).
 
 Each check passes silently except for one line on stdout ("ok: ..."), or raises an
 ``AssertionError`` whose message says what was expected and what came back. Nothing

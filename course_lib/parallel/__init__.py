@@ -3,11 +3,11 @@
 - :mod:`.data_parallel` - the scaffolding of data parallelism by hand (lesson 09): replica
   devices, model copies, a training loop around the step the lesson writes;
 - :mod:`.launch` - start k ``torch.distributed`` worker processes from a notebook, with a
-  deadline, killing them all on failure (lessons 10, 11);
+  deadline, killing them all on failure (lessons 10, 11 and 13);
 - :mod:`.ddp` - DistributedDataParallel training, evaluation across ranks, gradient
   buckets, ``torchrun`` (lesson 10);
 - :mod:`.collectives` - naive, tree and ring allreduce over send/recv and their cost
-  model (lesson 11);
+  model (lesson 11; lesson 10 uses the cost model);
 - :mod:`.kvstore` and :mod:`.ps` - push/pull key-value stores and a parameter server
   over ``torch.distributed.rpc``, synchronous and asynchronous (lesson 11);
 - :mod:`.widgets` - sliders driving the cost models (lesson 11);

@@ -306,7 +306,7 @@ def ring_allreduce_limit_seconds(nbytes: float, bandwidth: float) -> float:
 
 
 def tree_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: float = 0.0) -> float:
-    """Binomial tree: ``ceil(log2 n)`` rounds up and as many down, each a full tensor."""
+    """Seconds of a binomial tree: ``ceil(log2 n)`` rounds up and as many down, each a full tensor."""
     if n == 1:
         return 0.0
     return 2 * math.ceil(math.log2(n)) * transfer_seconds(nbytes, bandwidth, latency)

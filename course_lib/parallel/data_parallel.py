@@ -12,7 +12,8 @@ One training step on ``k`` devices (seed 003, section 12.5.2):
 Steps 2-5 are what lesson 09 writes itself (the lecture in its notebook, the exercises in
 theirs), so this module does not contain them: :func:`train` runs a training loop around a
 ``step`` function that the caller passes in. What it keeps is the scaffolding around the
-step: choosing devices, copying the model, comparing replicas, measuring accuracy.
+step: choosing devices, copying the model, comparing replicas (accuracy is
+:func:`course_lib.train.evaluate`).
 
 With ``k`` CUDA GPUs the devices are ``cuda:0 ... cuda:k-1``; with fewer, ``k`` replicas
 live on the CPU (:func:`replica_devices`). The arithmetic is the same either way.
@@ -25,6 +26,8 @@ from typing import Callable, Sequence
 
 import torch
 from torch import nn
+
+from ..train import evaluate
 
 Step = Callable[[list, torch.Tensor, torch.Tensor, list, float], float]
 
@@ -56,21 +59,6 @@ def max_replica_difference(replicas: list[nn.Module]) -> float:
         for a, b in zip(first, replica.parameters()):
             worst = max(worst, float((a - b.detach().cpu()).abs().max()))
     return worst
-
-
-def accuracy(model: nn.Module, batches, device=None) -> float:
-    """Fraction of correctly classified examples over an iterable of ``(X, y)`` batches."""
-    device = device or next(model.parameters()).device
-    correct = total = 0
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        for X, y in batches:
-            pred = model(X.to(device)).argmax(dim=1).cpu()
-            correct += int((pred == y).sum())
-            total += y.numel()
-    model.train(was_training)
-    return correct / max(total, 1)
 
 
 def _learning_rate(lr, step: int) -> float:
@@ -108,7 +96,7 @@ def train(model: nn.Module, train_batches, k: int, step: Step, lr, epochs: int =
             if max_steps is not None and steps >= max_steps:
                 break
         if test_batches is not None:
-            accuracies.append(accuracy(replicas[0], test_batches, devices[0]))
+            accuracies.append(evaluate(replicas[0], test_batches, devices[0]))
     for device in set(devices):
         if device.type == "cuda":
             torch.cuda.synchronize(device)

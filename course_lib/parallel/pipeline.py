@@ -18,10 +18,10 @@ seconds) and returns a :class:`course_lib.schedule.Schedule`, drawn by :func:`ga
 (lesson 07's Gantt chart) and checked by :func:`course_lib.schedule.validate` through
 :func:`as_tasks`; :func:`idle_fraction` measures the bubble, :func:`peak_in_flight` the
 activation memory. :func:`run` executes a given order for real on ``p`` processes with
-``isend``/``recv`` (:func:`pipeline_worker`; :func:`run_orders` several orders in one start), and :func:`torch_worker` runs PyTorch's own
-``torch.distributed.pipelining`` schedules (``ScheduleGPipe``, ``Schedule1F1B``) on the
-same model and records the order they ran; both are compared with one process training
-the unsplit model.
+``isend``/``recv`` (:func:`pipeline_worker`; :func:`run_orders` several orders in one
+start), and :func:`torch_worker` runs PyTorch's own ``torch.distributed.pipelining``
+schedules (``ScheduleGPipe``, ``Schedule1F1B``) on the same model and records the order
+they ran; both are compared with one process training the unsplit model.
 """
 from __future__ import annotations
 

@@ -20,8 +20,8 @@ stages 0-2 and ``3 (dp-1)/dp`` for stage 3, which all-gathers the parameters aga
 "Finding the best training configuration", step 1) and returns the first configuration that
 fits: data parallelism alone, then ZeRO-1/2/3, then tensor parallelism up to the node size,
 then pipeline parallelism across nodes; ZeRO-3 is skipped from ``zero3_rank_limit``
-data-parallel ranks on (512: the Playbook's scale where pure ZeRO-3 becomes inefficient) and when its traffic takes
-longer than ``max_dp_seconds``.
+data-parallel ranks on (512: the Playbook's scale where pure ZeRO-3 becomes inefficient),
+and when its traffic takes longer than ``max_dp_seconds`` (seconds).
 """
 from __future__ import annotations
 

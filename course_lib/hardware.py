@@ -107,6 +107,19 @@ def ram_bytes() -> int:
     return int(psutil.virtual_memory().total)
 
 
+CACHE_LINE_FILE = Path("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+
+
+def cache_line_bytes(path: Path | str = CACHE_LINE_FILE) -> int | None:
+    """Cache line size of cpu0 in bytes, read from Linux sysfs (``path``); None where the
+    operating system does not report it (macOS, Windows, some containers) or reports nonsense."""
+    try:
+        line = int(Path(path).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return line if line > 0 else None
+
+
 # --------------------------------------------------------------------------- GPUs
 @dataclass
 class GpuInfo:

@@ -6,10 +6,16 @@
 * ``working_set_sweep``: read arrays of growing size again and again. While the array
   fits in a cache the read bandwidth is that cache's; past the last level it drops to
   main memory's.
+* ``false_sharing``: two threads each increment their own counter; with the counters in one
+  cache line the line travels between the cores on every write, with them a few lines apart
+  it does not.
 """
 from __future__ import annotations
 
 import functools
+import os
+import threading
+import time
 
 import matplotlib.pyplot as plt
 import numba
@@ -65,6 +71,66 @@ def working_set_sweep(sizes_bytes=None, repeat: int = 5, bytes_per_repeat: int =
         rows.append({"bytes": data.nbytes, "seconds": timing.median / reps,
                      "bandwidth": data.nbytes * reps / timing.median})
     return rows
+
+
+@functools.lru_cache(maxsize=1)
+def _bump():
+    """A compiled loop, free of the GIL, that adds 1 to ``counters[slots[i % slots.size]]``
+    ``n`` times. Reading the slot from memory every time keeps the compiler from holding the
+    counter in a register, so every iteration loads and stores the counter's cache line."""
+    @numba.njit(nogil=True, cache=False)
+    def bump(counters, slots, n):
+        for i in range(n):
+            counters[slots[i % slots.size]] += 1
+
+    return bump
+
+
+def _run_threads(slots: list[int], increments: int) -> float:
+    """Seconds for one thread per entry of ``slots``, thread t bumping ``counters[slots[t]]``."""
+    bump = _bump()
+    counters = np.zeros(64, dtype=np.int64)  # 512 bytes: room for slots up to 63
+    threads = [threading.Thread(target=bump, args=(counters, np.full(8, slot, dtype=np.int64),
+                                                    increments)) for slot in slots]
+    start = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - start
+
+
+def _usable_cores() -> int:
+    """CPU cores this process may run on (the affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def false_sharing(increments: int = 4_000_000, gap_bytes: int = 128, repeat: int = 4,
+                  together_factor: float = 1.6) -> dict:
+    """Two threads each add 1 to their own 8-byte int64 counter ``increments`` times.
+
+    Returns seconds (best of ``repeat``, the three cases interleaved so that load changes hit
+    all of them alike): ``alone`` (one thread), ``padded`` (two threads, counters ``gap_bytes``
+    apart, so in different cache lines) and ``adjacent`` (two threads, counters 8 bytes apart,
+    one cache line); ``slowdown`` = adjacent / padded (a ratio); ``cores`` usable here; and
+    ``ran_together``: False when the machine could not show the effect, i.e. fewer than 2 usable
+    cores, or the padded pair took more than ``together_factor`` times one thread's time (the
+    threads took turns, so they rarely fought over the line). Each case runs in milliseconds
+    to tens of milliseconds on a current CPU.
+    """
+    if gap_bytes % 8 or not 8 < gap_bytes <= 63 * 8:
+        raise ValueError(f"gap_bytes must be a multiple of 8 in 16..504, got {gap_bytes}")
+    _bump()(np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.int64), 1)  # compile, untimed
+    runs = [(_run_threads([0], increments), _run_threads([0, gap_bytes // 8], increments),
+             _run_threads([0, 1], increments)) for _ in range(repeat)]
+    alone, padded, adjacent = (min(column) for column in zip(*runs))
+    cores = _usable_cores()
+    return {"alone": alone, "padded": padded, "adjacent": adjacent, "slowdown": adjacent / padded,
+            "gap_bytes": gap_bytes, "counter_bytes": 8, "increments": increments, "cores": cores,
+            "ran_together": cores >= 2 and padded <= together_factor * alone}
 
 
 def plot_stride(rows: list[dict], line_bytes: int = 64, ax=None):

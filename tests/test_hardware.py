@@ -207,3 +207,16 @@ def test_spec_for_finds_the_cited_row_of_a_gpu_by_its_torch_name():
     assert hardware.spec_for("NVIDIA A100-SXM4-80GB")["bandwidth_gbs"] == pytest.approx(2039)
     assert hardware.spec_for("NVIDIA GeForce RTX 4090") is None  # not in the table: no made-up peak
     assert hardware.spec_for("Intel(R) Xeon(R) Processor") is None  # CPUs are never GPU rows
+
+
+def test_cache_line_bytes_reads_sysfs_and_says_none_when_unknown(tmp_path):
+    here = hardware.cache_line_bytes()
+    assert here is None or (16 <= here <= 1024 and here & (here - 1) == 0)  # bytes, a power of 2
+    line_file = tmp_path / "coherency_line_size"
+    line_file.write_text("128\n")
+    assert hardware.cache_line_bytes(line_file) == 128
+    line_file.write_text("unknown\n")
+    assert hardware.cache_line_bytes(line_file) is None
+    line_file.write_text("0\n")
+    assert hardware.cache_line_bytes(line_file) is None
+    assert hardware.cache_line_bytes(tmp_path / "absent") is None

@@ -156,7 +156,7 @@ class Runner:
                 self.kernel.execute(cell.source, LIMITS.cell_seconds)
 
     def close(self):
-        self.kernel.close()
+        self.kernel.stop()
 
     def tests_after(self, group: dict, replacement: dict[int, str]) -> list[bool]:
         """Run the group's solution cells (``replacement`` for some), the plain cells between,

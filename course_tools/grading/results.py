@@ -153,6 +153,12 @@ def merge(course: CourseDir, lesson: str, cell_ids: list[str], max_score: float)
                 if page.exists():
                     target.mkdir(parents=True)
                     shutil.copy2(page, target / f"{GRADED_NOTEBOOK}.html")
+                    # nbgrader release_feedback names the released page from these two files; only
+                    # small regular files are copied (never a link into the grader's machine)
+                    for name in ("timestamp.txt", "submission_secret.txt"):
+                        kept = course.root / "submitted" / o.student / lesson / name
+                        if kept.is_file() and not kept.is_symlink() and kept.stat().st_size < 4096:
+                            shutil.copyfile(kept, target / name, follow_symlinks=False)
             outcomes.append(o)
     outcomes.sort(key=lambda o: o.student)
     write_grades_csv(course.root / "build" / f"grades_{lesson}.csv", outcomes, cell_ids)

@@ -4,7 +4,7 @@ Lesson (folder in notebooks/) -> the modules its lecture and exercises import; e
 notebook also imports :mod:`.checks`, and every module's docstring names its lessons:
 
 - 00_setup: hardware, arrays, timing
-- 01_hardware_foundations: hardware, memory_hierarchy, roofline, devices, profile, models
+- 01_hardware_foundations: hardware, memory_hierarchy, storage, roofline, devices, profile, models
 - 02_pytorch_devices: devices, hardware, timing
 - 03_simt_programming_model: kernels, access_counts, hardware
 - 04_cupy_and_numba: arrays, kernels, distance, crossover, hardware, timing

@@ -1,5 +1,8 @@
 """The models the lessons train and profile, defined here (the course does not use torchvision).
 
+Lessons 01, 08, 09, 12 and 13 import it; lessons 10 and 11 use it through
+:mod:`course_lib.parallel.ddp` and :mod:`course_lib.parallel.ps`.
+
 * :class:`BasicFCModel` - a multilayer perceptron for 28x28 images, hidden width adjustable.
 * :class:`LeNet` - LeNet-5 with ReLU and max pooling, for 1x28x28 images (61,706 parameters).
 * :class:`AlexNet` - the single-tower AlexNet of torchvision (61,100,840 parameters with 1000

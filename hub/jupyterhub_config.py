@@ -16,6 +16,11 @@ server as that user (JupyterHub's LocalProcessSpawner).
   Instructors open the course repository, which is the nbgrader course directory
   (nbgrader_config.py at its root) and must be theirs to write. Students open their home
   folder; the formgrader, course list and assignment-creation tools are switched off for them.
+- COURSE_HUB_ONE_ACCOUNT_HOMES (set by `run_hub.py --tryout` when other accounts cannot run the
+  course's Python, or with --one-account): TRY-OUT ON ONE ACCOUNT. Every user's server runs
+  as the account that started the hub (JupyterHub's SimpleLocalProcessSpawner), with its own
+  home COURSE_HUB_ONE_ACCOUNT_HOMES/<name>; no accounts are needed and no isolation is given.
+  Loopback only, like the shared password.
 - The nbgrader exchange is COURSE_EXCHANGE_ROOT (default /srv/nbgrader/exchange) for the
   course COURSE_ID (default gpu-course), read by hub/jupyter/nbgrader_config.py.
 """
@@ -23,7 +28,11 @@ import ipaddress
 import os
 from pathlib import Path
 
-from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
+from jupyterhub.spawner import (
+    LocalProcessSpawner,
+    SimpleLocalProcessSpawner,
+    set_user_setuid,
+)
 
 HUB = Path(__file__).resolve().parent
 REPO = HUB.parent
@@ -36,6 +45,7 @@ COURSE_ID = os.environ.get("COURSE_ID", "gpu-course")
 EXCHANGE = os.environ.get("COURSE_EXCHANGE_ROOT", "/srv/nbgrader/exchange")
 CONFIG = HUB / "jupyter"                   # nbgrader_config.py for everyone
 STUDENT_CONFIG = CONFIG / "students"       # extensions switched off for students
+ONE_ACCOUNT_HOMES = os.environ.get("COURSE_HUB_ONE_ACCOUNT_HOMES", "")
 
 
 def _names(variable: str) -> list[str]:
@@ -99,10 +109,36 @@ class CourseSpawner(LocalProcessSpawner):
         return preexec
 
 
-c.JupyterHub.spawner_class = CourseSpawner
+class OneAccountSpawner(SimpleLocalProcessSpawner):
+    """TRY-OUT ONLY: JupyterHub's SimpleLocalProcessSpawner (every server runs as the hub's own
+    account, HOME is ONE_ACCOUNT_HOMES/<name>), starting in the folder it opens like
+    CourseSpawner, and failing loudly where the simple one only logs a folder it cannot make."""
+
+    def make_preexec_fn(self, name):
+        home = self.home_dir
+        start_in = home if self.notebook_dir in ("", "~") else self.notebook_dir
+
+        def preexec():
+            os.makedirs(home, 0o700, exist_ok=True)
+            os.chdir(start_in)
+
+        return preexec
+
+
+server_args = ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+if ONE_ACCOUNT_HOMES:
+    if not ipaddress.ip_address(IP).is_loopback:
+        raise SystemExit("COURSE_HUB_ONE_ACCOUNT_HOMES (every server on one account) is for try-outs on "
+                         "127.0.0.1 only: users are not kept apart.")
+    c.JupyterHub.spawner_class = OneAccountSpawner
+    c.SimpleLocalProcessSpawner.home_dir_template = os.path.join(ONE_ACCOUNT_HOMES, "{username}")
+    if os.geteuid() == 0:  # Jupyter Server refuses root unless told
+        server_args.append("--ServerApp.allow_root=True")
+else:
+    c.JupyterHub.spawner_class = CourseSpawner
 c.Spawner.cmd = [str(VENV / "bin" / "jupyterhub-singleuser")]
 c.Spawner.default_url = "/lab"
-c.Spawner.args = ["--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+c.Spawner.args = server_args
 # a JupyterLab with torch in the environment takes a while on a small, busy machine
 c.Spawner.start_timeout = 300
 c.Spawner.http_timeout = 300

@@ -4,13 +4,19 @@ the nbgrader exchange, then run JupyterHub with hub/jupyterhub_config.py.
     sudo .venv/bin/python hub/run_hub.py --tryout
         try-out on http://127.0.0.1:8000: one shared password (printed), the repository's
         owner as instructor, two student accounts course-student1 and course-student2
-        (created when missing).
+        (created when missing). When the course's Python cannot be run by other accounts (a
+        pyenv Python under /root), it falls back to a try-out on ONE account (--one-account).
+    .venv/bin/python hub/run_hub.py --tryout --one-account
+        try-out without root and without accounts: every user's server runs as you, each
+        with its own home in a temporary folder (removed when the hub stops). No isolation
+        between users: for trying the course out only.
     sudo .venv/bin/python hub/run_hub.py --instructors alice --students bob,carol
         a class: the machine's accounts, passwords checked by PAM.
 
 Run it as root (the hub starts every user's server as that user) from a clone of the course
 that the instructor owns: the instructor's server works in it (release/, submitted/,
-gradebook.db). Everything else only needs to be readable by the students.
+gradebook.db). Everything else only needs to be readable by the students. A one-account
+try-out runs as the clone's owner instead, root or not.
 """
 from __future__ import annotations
 
@@ -20,14 +26,17 @@ import os
 import pwd
 import secrets
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 HUB = Path(__file__).resolve().parent
 REPO = HUB.parent
 TRYOUT_STUDENTS = "course-student1,course-student2"
+ONE_ACCOUNT_INSTRUCTOR = "course-instructor"  # the try-out instructor's name when run as root
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,6 +46,10 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--instructors", help="comma-separated accounts (default: the repository's owner)")
     p.add_argument("--students", help=f"comma-separated accounts (try-out default: {TRYOUT_STUDENTS})")
     p.add_argument("--create-users", action="store_true", help="create listed accounts that do not exist")
+    p.add_argument("--one-account", action="store_true",
+                   help="with --tryout: run every user's server as you, each with a home in a temporary "
+                        "folder, and create no accounts (no isolation between users). Chosen by itself when "
+                        "other accounts cannot run the course's Python")
     p.add_argument("--auth", choices=["pam", "shared-password"], help="default: pam; shared-password with --tryout")
     p.add_argument("--password", help="the shared password (default: COURSE_HUB_PASSWORD, else a random one)")
     p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (default 127.0.0.1)")
@@ -46,6 +59,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--state", default=str(REPO / "build" / "hub"), help="hub database, cookie secret, proxy pid")
     p.add_argument("--venv", default=str(REPO / ".venv"), help="the course's environment for every server")
     args = p.parse_args(argv)
+    if args.one_account and not args.tryout:
+        p.error("--one-account is for try-outs only: add --tryout")
     if args.tryout:
         args.auth = args.auth or "shared-password"
         args.students = args.students or TRYOUT_STUDENTS
@@ -81,11 +96,26 @@ def _closed_folder(path: Path) -> str | None:
     return None
 
 
+def python_closed(venv: Path) -> str | None:
+    """Why other accounts cannot run the interpreter ``venv`` was built on (None when they can,
+    or when ``venv`` has no Python at all, which problems() reports)."""
+    python = (venv / "bin" / "python").resolve()
+    if not python.exists():
+        return None
+    blocked = _closed_folder(python.parent)
+    return f"other accounts cannot run {python} ({blocked} is closed to them)" if blocked else None
+
+
 def problems(args, instructors: list[str], students: list[str]) -> list[str]:
     """What stops the hub from working here, in plain words (empty when nothing does)."""
     found = []
     venv = Path(args.venv)
-    if os.geteuid() != 0:
+    if args.one_account:
+        if os.geteuid() != REPO.stat().st_uid:
+            owner = pwd.getpwuid(REPO.stat().st_uid).pw_name
+            found.append(f"a one-account try-out runs every server as you, in {REPO}: start it as the "
+                         f"owner of that clone, {owner}")
+    elif os.geteuid() != 0:
         found.append("JupyterHub must run as root to start servers as other users: sudo make hub")
     for tool in ("jupyterhub", "jupyterhub-singleuser"):
         if not (venv / "bin" / tool).exists():
@@ -99,6 +129,8 @@ def problems(args, instructors: list[str], students: list[str]) -> list[str]:
         found.append("no instructor: pass --instructors NAME (the owner of this clone of the course)")
     if not students:
         found.append("no students: pass --students NAMES (or --tryout)")
+    if args.one_account:  # the names are only names: every server runs as the one account
+        return found
     for user in instructors + students:
         if not _exists(user) and not args.create_users:
             found.append(f"no account {user} on this machine (create it, or pass --create-users)")
@@ -111,38 +143,65 @@ def problems(args, instructors: list[str], students: list[str]) -> list[str]:
         blocked = _closed_folder(needed)
         if blocked:
             found.append(f"students cannot enter {blocked}, on the way to {needed} (chmod o+rx)")
-    python = (venv / "bin" / "python").resolve()
-    blocked = _closed_folder(python.parent) if python.exists() else None
-    if blocked:
-        found.append(f"other accounts cannot run {python} ({blocked} is closed to them): build .venv on a "
-                     "Python every account can run (installed outside /root, e.g. under /opt or /usr/local)")
+    closed = python_closed(venv)
+    if closed:
+        found.append(f"{closed}: build .venv on a Python every account can run (installed outside /root, "
+                     "e.g. under /opt or /usr/local)")
     return found
 
 
-def make_exchange(root: Path) -> None:
-    """nbgrader's exchange: readable parents, the root itself world-writable and sticky."""
+def make_exchange(root: Path, one_account: bool = False) -> None:
+    """nbgrader's exchange: readable parents, the root itself world-writable and sticky (on one
+    account, where every server is the same user, the parents need not be open)."""
     root.mkdir(parents=True, exist_ok=True)
     for folder in [*reversed(root.parents)][1:]:
-        if not folder.stat().st_mode & stat.S_IXOTH:
+        if not one_account and not folder.stat().st_mode & stat.S_IXOTH:
             raise SystemExit(f"run_hub: students cannot enter {folder}, on the way to the exchange {root}")
     os.chmod(root, 0o1777)
 
 
+def run_until_stopped(argv: list[str], env: dict[str, str], homes: Path) -> int:
+    """Run JupyterHub as a child (not exec: its users' homes are removed when it stops),
+    passing on the signals that stop it; JupyterHub then stops the servers and its proxy."""
+    hub = subprocess.Popen(argv, env=env, start_new_session=True)  # Ctrl-C reaches it once, from here
+
+    def forward(signum, _frame):
+        hub.send_signal(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    try:
+        return hub.wait()
+    finally:
+        shutil.rmtree(homes, ignore_errors=True)
+        print(f"run_hub: the try-out stopped; removed its homes {homes}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    closed = python_closed(Path(args.venv))
+    if args.tryout and closed and not args.one_account:
+        args.one_account = True
+    why_one_account = closed or "--one-account"
+    if args.one_account:
+        args.create_users = False
     instructors = _names(args.instructors)
-    if not instructors and REPO.stat().st_uid != 0:
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    if not instructors and args.one_account:
+        instructors = [ONE_ACCOUNT_INSTRUCTOR if os.geteuid() == 0 else me]
+    elif not instructors and REPO.stat().st_uid != 0:
         instructors = [pwd.getpwuid(REPO.stat().st_uid).pw_name]
     students = _names(args.students)
     found = problems(args, instructors, students)
     if found:
         print("run_hub: the hub cannot start here:\n  - " + "\n  - ".join(found), file=sys.stderr)
         return 2
-    for user in instructors + students:
-        if not _exists(user):
-            create_user(user)
+    if not args.one_account:
+        for user in instructors + students:
+            if not _exists(user):
+                create_user(user)
     exchange = Path(args.exchange)
-    make_exchange(exchange)
+    make_exchange(exchange, one_account=args.one_account)
     state = Path(args.state)
     state.mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o700)
@@ -153,6 +212,14 @@ def main(argv: list[str] | None = None) -> int:
            "COURSE_ID": args.course_id, "COURSE_EXCHANGE_ROOT": str(exchange)}
     if args.auth == "shared-password":
         env["COURSE_HUB_PASSWORD"] = args.password or os.environ.get("COURSE_HUB_PASSWORD") or secrets.token_urlsafe(12)
+    homes = None
+    if args.one_account:
+        homes = Path(tempfile.mkdtemp(prefix="course-hub-tryout-homes-"))
+        env["COURSE_HUB_ONE_ACCOUNT_HOMES"] = str(homes)
+        print(f"run_hub: TRY-OUT ON ONE ACCOUNT ({why_one_account}): every user's server runs as {me}, each "
+              f"with its own home under {homes} (removed when the hub stops), so there is NO isolation between "
+              f"users (each can read and change the others' files, with {me}'s rights): for a try-out only. For a "
+              "class, build .venv on a Python every account can run (hub/README.md).")
     print(f"run_hub: http://{args.ip}:{args.port}/  instructors: {', '.join(instructors)}  "
           f"students: {', '.join(students)}  exchange: {exchange} (course {args.course_id})")
     if args.auth == "shared-password":
@@ -160,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
               "(anyone with it can log in as any of them; loopback only)")
     hub = Path(args.venv) / "bin" / "jupyterhub"
     os.chdir(state)
+    if homes is not None:
+        return run_until_stopped([str(hub), "-f", str(HUB / "jupyterhub_config.py")], env, homes)
     os.execve(str(hub), [str(hub), "-f", str(HUB / "jupyterhub_config.py")], env)
     return 0  # not reached
 

@@ -134,7 +134,7 @@ def plot_ring_state(n: int, after_steps: int, ax=None):
         for c in range(n):
             ax.text(c, r, str(state[r, c]), ha="center", va="center")
     phase = "reduce-scatter" if after_steps <= n - 1 else "all-gather"
-    ax.set_title(f"after {after_steps} steps ({phase}): contributions per chunk")
+    ax.set_title(f"after {after_steps} steps\n({phase})", fontsize=10)  # two short lines: fits a panel
     ax.set_xlabel("chunk")
     ax.set_ylabel("rank")
     return ax

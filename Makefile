@@ -50,7 +50,8 @@ doctor: setup
 	$(BIN)/course doctor
 
 # JupyterHub for a class on this machine, as root (hub/README.md). Default: a try-out on
-# 127.0.0.1:8000 with one shared password; for a class, e.g.
+# 127.0.0.1:8000 with one shared password (on one account, every server run as you, where
+# other accounts cannot run .venv's Python; it says so); for a class, e.g.
 #   sudo make hub HUB_ARGS="--instructors alice --students bob,carol"   (PAM passwords)
 HUB_ARGS ?= --tryout
 hub: setup

@@ -125,6 +125,8 @@ def problems(args, instructors: list[str], students: list[str]) -> list[str]:
         found.append("configurable-http-proxy is missing: run `make setup` (npm ci in hub/)")
     if args.auth == "shared-password" and not ipaddress.ip_address(args.ip).is_loopback:
         found.append("the shared password is for try-outs on 127.0.0.1 only; use --auth pam for a class")
+    if args.one_account and not ipaddress.ip_address(args.ip).is_loopback:
+        found.append("a one-account try-out keeps no user apart from another: 127.0.0.1 only")
     if not instructors:
         found.append("no instructor: pass --instructors NAME (the owner of this clone of the course)")
     if not students:
@@ -160,7 +162,32 @@ def make_exchange(root: Path, one_account: bool = False) -> None:
     os.chmod(root, 0o1777)
 
 
-def run_until_stopped(argv: list[str], env: dict[str, str], homes: Path) -> int:
+def _stop_leftovers(homes: Path, proxy_pid_file: Path) -> list[int]:
+    """Stop what a hub stopped half-way through starting can leave running: its proxy (the pid
+    JupyterHub wrote and removes on a clean stop) and servers working in the try-out's homes.
+    Returns their pids (empty after a clean stop)."""
+    pids = []
+    try:
+        pid = int(proxy_pid_file.read_text())
+        if "configurable-http-proxy" in Path(f"/proc/{pid}/cmdline").read_text():
+            pids.append(pid)
+    except (OSError, ValueError):
+        pass
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else []:
+        try:
+            if entry.name.isdigit() and Path(os.readlink(entry / "cwd")).is_relative_to(homes):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
+def run_until_stopped(argv: list[str], env: dict[str, str], homes: Path, state: Path) -> int:
     """Run JupyterHub as a child (not exec: its users' homes are removed when it stops),
     passing on the signals that stop it; JupyterHub then stops the servers and its proxy."""
     hub = subprocess.Popen(argv, env=env, start_new_session=True)  # Ctrl-C reaches it once, from here
@@ -173,6 +200,9 @@ def run_until_stopped(argv: list[str], env: dict[str, str], homes: Path) -> int:
     try:
         return hub.wait()
     finally:
+        stopped = _stop_leftovers(homes, state / "jupyterhub-proxy.pid")
+        if stopped:
+            print(f"run_hub: stopped what the hub left running: pids {stopped}")
         shutil.rmtree(homes, ignore_errors=True)
         print(f"run_hub: the try-out stopped; removed its homes {homes}")
 
@@ -182,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     closed = python_closed(Path(args.venv))
     if args.tryout and closed and not args.one_account:
         args.one_account = True
-    why_one_account = closed or "--one-account"
+    why_one_account = closed or "--one-account was given"
     if args.one_account:
         args.create_users = False
     instructors = _names(args.instructors)
@@ -200,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         for user in instructors + students:
             if not _exists(user):
                 create_user(user)
-    exchange = Path(args.exchange)
+    exchange = Path(args.exchange).resolve()
     make_exchange(exchange, one_account=args.one_account)
-    state = Path(args.state)
+    state = Path(args.state).resolve()
     state.mkdir(parents=True, exist_ok=True)
     os.chmod(state, 0o700)
     env = {**os.environ,
@@ -216,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.one_account:
         homes = Path(tempfile.mkdtemp(prefix="course-hub-tryout-homes-"))
         env["COURSE_HUB_ONE_ACCOUNT_HOMES"] = str(homes)
-        print(f"run_hub: TRY-OUT ON ONE ACCOUNT ({why_one_account}): every user's server runs as {me}, each "
+        print(f"run_hub: TRY-OUT ON ONE ACCOUNT because {why_one_account}: every user's server runs as {me}, each "
               f"with its own home under {homes} (removed when the hub stops), so there is NO isolation between "
               f"users (each can read and change the others' files, with {me}'s rights): for a try-out only. For a "
               "class, build .venv on a Python every account can run (hub/README.md).")
@@ -228,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     hub = Path(args.venv) / "bin" / "jupyterhub"
     os.chdir(state)
     if homes is not None:
-        return run_until_stopped([str(hub), "-f", str(HUB / "jupyterhub_config.py")], env, homes)
+        return run_until_stopped([str(hub), "-f", str(HUB / "jupyterhub_config.py")], env, homes, state)
     os.execve(str(hub), [str(hub), "-f", str(HUB / "jupyterhub_config.py")], env)
     return 0  # not reached
 

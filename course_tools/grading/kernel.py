@@ -23,6 +23,8 @@ import threading
 import time
 from pathlib import Path
 
+import zmq
+
 from .sandbox import (CellRun, Limits, _apply_rlimits, _own_process_count, descendants, folder_bytes,
                       is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
 
@@ -165,7 +167,9 @@ class SandboxKernel(_Box):
         kernel = [str(Path(sys.executable).parent / "python"), "-m", "ipykernel_launcher", "-f", conn_file,
                   "--HistoryManager.enabled=False", "--IPKernelApp.matplotlib=inline"]
         self._popen(kernel, self.submission, self.tmp, conn_dir, cwd=self.submission)
-        self.client = BlockingKernelClient()
+        # one ZeroMQ context for every client of this grader: a client's own context would be
+        # terminated by the garbage collector, which blocks for ever if any socket of it is open
+        self.client = BlockingKernelClient(context=zmq.Context.instance())
         self.client.load_connection_file(conn_file)
         self.client.start_channels()
         deadline = time.monotonic() + self.limits.startup_seconds

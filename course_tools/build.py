@@ -56,7 +56,9 @@ def execute_notebook(path: Path, timeout: int = 600):
         # for itself (the test suite sets MPLBACKEND=Agg, which would leave decks without plots)
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
         NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", extra_arguments=KERNEL_ARGS,
-                       resources={"metadata": {"path": str(path.parent)}}).execute(env=env)
+                       resources={"metadata": {"path": str(path.parent)}}).execute(env=env, cleanup_kc=True)
+        # cleanup_kc: nbclient keeps a kernel it did not create alive (km passed in); this one is
+        # ours to stop, or every executed lecture leaves a kernel (and its sockets) behind
     return nb
 
 

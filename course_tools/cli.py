@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .doctor import cmd_doctor
 from .paths import BUILD, NOTEBOOKS, REPO, UnknownLesson
 
 RELEASE = REPO / "release"   # nbgrader's release folder: the student versions, where students work
@@ -45,40 +46,6 @@ def _notebook_problem(path: Path) -> str | None:
         return f"{path} is not a readable notebook ({type(exc).__name__})"
     return None
 
-
-
-def _gib(n: float) -> str:
-    return f"{n / 2**30:.1f} GiB"
-
-
-def cmd_doctor(args) -> int:
-    from course_lib.hardware import describe
-
-    info = describe()
-    if args.json:
-        print(json.dumps(info, indent=2))
-        return 0
-    cpu = info["cpu"]
-    caches = ", ".join(f"{k} {v // 1024} KiB" for k, v in cpu["caches"].items())
-    print(f"Python {info['python']}, torch {info['torch']}, NumPy {info['numpy']}")
-    print(f"CPU     {cpu['model']} ({cpu['arch']}), {cpu['physical_cores']} cores / "
-          f"{cpu['logical_cores']} threads, up to {cpu['max_clock_hz'] / 1e9:.2f} GHz")
-    print(f"SIMD    {', '.join(cpu['simd']) or 'none detected'}")
-    print(f"caches  {caches or 'unknown'}")
-    print(f"RAM     {_gib(info['ram_bytes'])}")
-    if info["cuda_gpus"]:
-        for g in info["cuda_gpus"]:
-            print(f"GPU {g['index']}   {g['name']}, {_gib(g['memory_bytes'])}, "
-                  f"compute capability {g['compute_capability']}, {g['multiprocessors']} SMs")
-    else:
-        print("GPU     no CUDA GPU usable by torch")
-    print(f"arrays  {info['array_module']} (CuPy usable: {'yes' if info['cupy_usable'] else 'no'})")
-    print(f"kernels Numba CUDA: {info['numba_cuda']}"
-          + ("" if info["numba_cuda"] == "real" else f", because {info['numba_cuda_reason']}"))
-    print(f"torch.distributed backends: {', '.join(info['distributed_backends']) or 'none'}")
-    for fb in info["fallbacks"]:
-        print(f"fallback: {fb}")
-    return 0
 
 
 def cmd_build(args) -> int:

@@ -309,6 +309,7 @@ def test_csv_has_every_student_with_per_test_points(graded):
 def test_nothing_left_in_tmp_or_scratch(graded):
     course = graded["course"]
     assert not list((course.root / "build" / "grading").glob(".scratch-*"))
+    assert not list(Path("/tmp").glob(f"course-grade-*-{os.getpid()}"))
     assert not list((course.root / "build" / "grading" / LESSON / "shards").glob("*")) if (
         course.root / "build" / "grading" / LESSON / "shards").exists() else True
     # /tmp is shared with other programs: only the grader's own prefix counts (its scratch is elsewhere)

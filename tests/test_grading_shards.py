@@ -140,6 +140,7 @@ def test_sigterm_leaves_a_true_csv_a_consistent_gradebook_and_no_scratch(tmp_pat
     assert set(book) == {r["student"] for r in graded}
     assert all(score == 14 for score, _ in book.values())
     assert not list((course.root / "build" / "grading").glob(".scratch-*"))
+    assert not list(Path("/tmp").glob(f"course-grade-*-{proc.pid}"))
     assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(p, course.root)]
 
 

@@ -22,6 +22,7 @@ def _describe(value) -> str:
 
 
 def _fail(name: str, expected: str, got, hint: str = "") -> None:
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     msg = f"{name}: expected {expected}, got {_describe(got)}"
     if got is None:
         msg += " (did the function forget to `return` its result?)"
@@ -31,12 +32,14 @@ def _fail(name: str, expected: str, got, hint: str = "") -> None:
 
 
 def _ok(name: str) -> None:
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     print(f"ok: {name}")
 
 
 def check_close(name: str, got, expected: float, rtol: float = 1e-6, atol: float = 0.0,
                 hint: str = "") -> None:
     """``got`` is a number within ``rtol`` (relative) or ``atol`` (absolute) of ``expected``."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     if isinstance(got, bool) or not isinstance(got, numbers.Real) and not hasattr(got, "__float__"):
         _fail(name, f"a number close to {_describe(expected)}", got, hint)
     try:
@@ -51,6 +54,7 @@ def check_close(name: str, got, expected: float, rtol: float = 1e-6, atol: float
 
 def check_equal(name: str, got, expected, hint: str = "") -> None:
     """``got == expected`` (exactly; use :func:`check_close` for floats)."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     if got != expected:
         _fail(name, _describe(expected), got, hint)
     _ok(name)
@@ -58,6 +62,7 @@ def check_equal(name: str, got, expected, hint: str = "") -> None:
 
 def check_in(name: str, got, allowed, hint: str = "") -> None:
     """``got`` is one of ``allowed``."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     if got not in allowed:
         _fail(name, "one of " + ", ".join(_describe(a) for a in allowed), got, hint)
     _ok(name)
@@ -65,6 +70,7 @@ def check_in(name: str, got, allowed, hint: str = "") -> None:
 
 def check_true(name: str, condition: bool, expected: str, got, hint: str = "") -> None:
     """A condition that a plain comparison cannot express; ``expected`` describes it in words."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     if not condition:
         _fail(name, expected, got, hint)
     _ok(name)
@@ -72,6 +78,7 @@ def check_true(name: str, condition: bool, expected: str, got, hint: str = "") -
 
 def check_raises(name: str, fn, exception: type[BaseException], hint: str = "") -> None:
     """Calling ``fn()`` raises ``exception``."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     try:
         result = fn()
     except exception:
@@ -88,6 +95,7 @@ def check_array_close(name: str, got, expected, rtol: float = 1e-6, atol: float 
     of it (as ``numpy.isclose``; NaN never matches). On failure the message names the first
     mismatching indices with both values there, how many elements differ, and the first
     expected values, so a student sees *where* the answer goes wrong, not only that it does."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     import numpy as np
 
     def show(values, count: int = 6) -> str:

@@ -104,15 +104,13 @@ class Runner:
         self.kernel = SandboxKernel(folder, limits, slot, sandbox, scratch)
         self.setup_done = 0           # setup cells the checker has run
         self.notes: list[str] = []    # what went wrong in proxy calls, in plain words
+        self.kinds = None             # the student's names as last seen (None: ask again)
         self.where = ""               # the test cell being judged, for those notes
         self.replay: list[str] = []   # student cells that ran fine (replayed after a restart)
 
     # -- the student's kernel ----------------------------------------------------------
-    def start_kernel(self) -> None:
-        self.kernel.start()
-        self.kernel.execute(HELPERS, self.limits.cell_seconds, keep=False)
-
     def restart_kernel(self, deadline: float) -> None:
+        self.kinds = None
         self.kernel.restart()
         self.kernel.execute(HELPERS, self.limits.cell_seconds, keep=False)
         for code in self.replay:
@@ -133,17 +131,21 @@ class Runner:
         return {"timeout": f"limit {timeout:g} s"} if run.status == "timeout" else None
 
     # -- the checker -----------------------------------------------------------------------
-    def start_checker(self) -> None:
-        self.checker.start()
+    def start_checker(self, wait: bool = True) -> None:
+        self.checker.start(wait)
         self.setup_done = 0
+        self.kinds = None
 
     def checker_run(self, code: str, deadline: float, ns: str = "", save: str = "") -> dict:
         """Run code in the checker, answering its proxy calls from the kernel; its reply."""
         names = sorted(self.lesson["names"])
-        kinds = self._ask_kernel(f"_course_wire._course_names({self.token!r}, {names!r})", 30) if names else {}
-        if not isinstance(kinds, dict) or "timeout" in kinds:
-            kinds = {n: ["missing", None] for n in names}
-        kinds = {n: v for n, v in kinds.items() if n in self.lesson["names"] and isinstance(v, list) and len(v) == 2}
+        kinds = self.kinds  # what the names are changes only when a student cell has run
+        if kinds is None:
+            kinds = self._ask_kernel(f"_course_wire._course_names({self.token!r}, {names!r})", 30) if names else {}
+            if not isinstance(kinds, dict) or "timeout" in kinds:
+                kinds = {n: ["missing", None] for n in names}
+            kinds = {n: v for n, v in kinds.items() if n in self.lesson["names"] and isinstance(v, list) and len(v) == 2}
+            self.kinds = kinds
         self.checker.send({"op": "names", "kinds": kinds, "ns": ns})
         if self.checker.receive(30) is None:
             return self._checker_lost("the checker did not answer")
@@ -232,8 +234,10 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
     state = {"tampered": False, "token": secrets.token_hex(6), "baseline": ""}
     exposed, hidden = False, []
     try:
-        r.start_checker()  # before any student code
-        r.start_kernel()
+        r.start_checker(wait=False)  # before any student code; both start at once
+        r.kernel.start()
+        r.checker.wait_ready()
+        r.kernel.execute(HELPERS, limits.cell_seconds, keep=False)
         if "kernel" in plan.values():
             state["baseline"] = _stdout(r.kernel.execute(FINGERPRINT, limits.cell_seconds * 2))
         for index, cell in enumerate(nb.cells):
@@ -258,6 +262,7 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                     hidden.append((gid, secret))
                 continue
             if gid:
+                r.kinds = None
                 run = _kernel_test(r, cell, gid, number, timeout, state, ex)
                 if run is None:
                     ex.verdicts[gid] = Verdict(False, [_error_output("IntegrityError", "not graded: the kernel was tampered with")], "kernel")
@@ -265,6 +270,7 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                 if not exposed and "BEGIN HIDDEN TESTS" in cell.source:
                     exposed, ex.shown_notes = True, len(ex.notes)
             else:
+                r.kinds = None
                 run = r.kernel.execute(cell.source, timeout)
             note = _describe_failure(run, number, limits, r.kernel.limit_hit)
             if note:

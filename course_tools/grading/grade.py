@@ -4,8 +4,9 @@ sandboxes (trusted checker + student kernel), feedback, and the results of one s
 
 Each student is graded on its own: nothing a submission does can stop the others, and the
 CSV is written even when the grader is stopped (SIGTERM: the students not yet graded say so).
-Scratch folders live under ``build/grading/.scratch-<pid>`` and are removed at the end, on
-SIGTERM, and (for a grader that was killed outright) by the next run.
+Scratch folders live under ``build/grading/.scratch-<host>-<random>-<pid>`` (or ``$TMPDIR/course-grade-...``
+when that path is too long for Unix sockets) and are removed at the end, on SIGTERM, and (for
+a grader that was killed outright) by the next run.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import copy
 import os
 import shutil
 import signal
+import socket
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,10 +41,23 @@ class Stopped(Exception):
 
 
 def _clean_stale_scratch(base: Path) -> None:
-    for old in base.glob(".scratch-*"):
+    """Remove the scratch of graders on this host that no longer run (killed outright)."""
+    host = socket.gethostname()[:20]
+    for old in [*base.glob(f".scratch-{host}-*"), *Path(tempfile.gettempdir()).glob(f"course-grade-{host}-*")]:
         pid = old.name.rsplit("-", 1)[-1]
         if pid.isdigit() and not Path(f"/proc/{pid}").exists():
             shutil.rmtree(old, ignore_errors=True)
+
+
+def scratch_folder(base: Path) -> Path:
+    """This grader's scratch folder: under ``build/grading/``, or in the temporary folder when
+    that path is too long for the kernels' Unix sockets (108 bytes on Linux)."""
+    # host name too: shards in several pods share build/ and each pod numbers its processes from 1
+    name = f"{socket.gethostname()[:20]}-{os.urandom(3).hex()}-{os.getpid()}"
+    scratch = base / f".scratch-{name}"
+    if len(str(scratch)) > 60:
+        scratch = Path(tempfile.gettempdir()) / f"course-grade-{name}"
+    return scratch
 
 
 def _graded_notebook(nb, ex: Execution):
@@ -137,7 +153,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     base = course.root / "build" / "grading"
     base.mkdir(parents=True, exist_ok=True)
     _clean_stale_scratch(base)
-    scratch = base / f".scratch-{os.getpid()}"
+    scratch = scratch_folder(base)
     out = shard_dir(course, lesson, index, count)
     if out.exists():
         shutil.rmtree(out)
@@ -161,7 +177,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
             kernel_mod.kill_all()  # the running students' kernels end now; their results are dropped
             raise Stopped(signal.Signals(signum).name)
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
-    complete, failure = False, ""
+    complete, failure, stopped_by = False, "", None
     kernel_mod.STOPPING.clear()
     try:
         def reference(facts):
@@ -204,13 +220,15 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
             for f in tqdm(futures, desc=f"grading {lesson}", unit="submission", disable=not progress):
                 f.result()
         complete = True
-    except Stopped:
+    except Stopped as exc:
         kernel_mod.kill_all()
+        stopped_by = signal.Signals[str(exc)]
     except (SandboxUnavailable, GradingError) as exc:  # the grader's own fault: say so in every row
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         stop.set()
         kernel_mod.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
+        kernel_mod.STOPPING.clear()
         for s, handler in previous.items():
             signal.signal(s, handler)
         for s in mine:
@@ -224,9 +242,13 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         if feedback:
             mathjax_into(course.root / "feedback")
         merged = merge(course, lesson, cell_ids, max_score)
+        if stopped_by:  # results written: now end as the signal asked (default action or old handler)
+            signal.raise_signal(stopped_by)
         if failure:
             raise GradingError(f"{failure} (the CSV says which students were not graded)")
         return merged
+    if stopped_by:
+        signal.raise_signal(stopped_by)
     if failure:
         raise GradingError(failure)
     return [done[s] for s in mine]

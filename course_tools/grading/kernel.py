@@ -39,7 +39,8 @@ def kill_all(close: bool = False) -> None:
     threads that own them notice and clean up. ``close`` also closes their connections and
     scratch folders: only when no grading thread runs any more (ZeroMQ sockets are not
     thread-safe)."""
-    STOPPING.set()
+    if not close:
+        STOPPING.set()
     with _LIVE_LOCK:
         live = list(LIVE)
     for box in live:
@@ -312,11 +313,16 @@ class CheckerProcess(_Box):
         super().__init__(limits, slot, sandbox, scratch, uid_offset=32)
         self.buffer = b""
 
-    def start(self) -> None:
+    def start(self, wait: bool = True) -> None:
+        """Start the checker; with ``wait`` False, call :meth:`wait_ready` before using it."""
         here = Path(__file__).resolve().parent
         tmp = self._owned_dir(self._new_work() / "tmp")
         command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
         self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
         ready = self.receive(self.limits.startup_seconds)
         if not ready or ready.get("op") != "ready":
             raise RuntimeError(f"the checker did not start: {self.stderr_tail.decode(errors='replace')[-1500:]}")

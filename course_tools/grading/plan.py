@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from .submission import _nb_meta, is_test_cell, restore_test_cells
@@ -100,7 +101,9 @@ def lesson_plan(root: Path, lesson: str, source_nb, release_nb, run_reference) -
             plan = {g: "kernel" for g in gids}
             note = f"the reference missed {', '.join(missed)} with a mixed plan; every test cell runs in the kernel"
     cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_text(json.dumps({"key": key, "plan": plan, "note": note}, indent=1))
+    tmp = cache.with_name(f"plan.{os.getpid()}.{os.urandom(3).hex()}.tmp")  # shards may write at once
+    tmp.write_text(json.dumps({"key": key, "plan": plan, "note": note}, indent=1))
+    tmp.replace(cache)
     return plan, note
 
 

@@ -35,9 +35,15 @@ def hang_in_collective():
         time.sleep(120)
 
 
-def _children():
+def _children(before=()):
+    """Live child processes of this test process that were not there ``before`` (pids): other
+    tests in the same worker may leave helpers of their own (e.g. torch.compile's worker pool)."""
     return [p for p in psutil.Process().children(recursive=True) if p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE]
+            and p.status() != psutil.STATUS_ZOMBIE and p.pid not in before]
+
+
+def _pids():
+    return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
 def test_free_port_is_a_port():
@@ -56,16 +62,18 @@ def test_results_come_back_by_rank():
 
 
 def test_dead_worker_is_reported_quickly_and_nothing_is_left():
+    before = _pids()
     start = time.monotonic()
     with pytest.raises(WorkerFailed, match="rank 1 .*code 3(.|\n)*rank 1 gives up"):
         launch(die_on_rank_one, 2, timeout=60)
     assert time.monotonic() - start < 30
-    assert _children() == []
+    assert _children(before) == []
 
 
 def test_hung_worker_times_out_and_is_killed():
+    before = _pids()
     start = time.monotonic()
     with pytest.raises(WorkerTimeout, match="still running after 8 s"):
         launch(hang_in_collective, 2, timeout=8)
     assert time.monotonic() - start < 20
-    assert _children() == []
+    assert _children(before) == []

@@ -8,6 +8,10 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_to_self': [
+        # the old reference's slip: "cuda" without an index taken as any GPU, so a tensor on
+        # cuda:1 would be predicted to stay put
+        ('    # "cuda" without an index means the current GPU, index 0 here\n    return (device.index or 0) == (here.index or 0)',
+         '    if device.index is None or here.index is None:\n        return True\n    return device.index == here.index'),
         # ignores the dtype: a dtype change also needs a new tensor
         ("""if dtype is not None and dtype != tensor.dtype:
         return False
@@ -17,9 +21,8 @@ WRONG_ANSWERS = {
     here = tensor.device
     if device.type != here.type:
         return False
-    if device.index is None or here.index is None:
-        return True
-    return device.index == here.index""", 'return device is None or torch.device(device) == tensor.device'),
+    # "cuda" without an index means the current GPU, index 0 here
+    return (device.index or 0) == (here.index or 0)""", 'return device is None or torch.device(device) == tensor.device'),
         # treats "no device given" as a move
         [('dtype is not None and dtype != tensor.dtype:', 'device is None:'),
          ("""if device is None:
@@ -28,9 +31,8 @@ WRONG_ANSWERS = {
     here = tensor.device
     if device.type != here.type:
         return False
-    if device.index is None or here.index is None:
-        return True
-    return device.index == here.index""", 'return torch.device(device) == tensor.device and (dtype is None or dtype == tensor.dtype)')],
+    # "cuda" without an index means the current GPU, index 0 here
+    return (device.index or 0) == (here.index or 0)""", 'return torch.device(device) == tensor.device and (dtype is None or dtype == tensor.dtype)')],
         # the answer inverted: True when a copy is made
         ("""if dtype is not None and dtype != tensor.dtype:
         return False
@@ -40,9 +42,8 @@ WRONG_ANSWERS = {
     here = tensor.device
     if device.type != here.type:
         return False
-    if device.index is None or here.index is None:
-        return True
-    return device.index == here.index""", """same_device = device is None or torch.device(device) == tensor.device
+    # "cuda" without an index means the current GPU, index 0 here
+    return (device.index or 0) == (here.index or 0)""", """same_device = device is None or torch.device(device) == tensor.device
     same_dtype = dtype is None or dtype == tensor.dtype
     return not (same_device and same_dtype)"""),
     ],

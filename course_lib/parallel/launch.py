@@ -55,11 +55,6 @@ class Job:
     name: str | None = None
 
 
-STORE_VARIABLE = "COURSE_DIST_STORE"
-"""Environment variable naming the rendezvous file of one :func:`launch` (a fresh folder each)."""
-_GROUPS_JOINED: list[str] = []  # process groups this worker has joined through a store file
-
-
 def free_port() -> int:
     """A TCP port on localhost that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -154,8 +149,7 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
                 with log.open("wb") as out:
                     procs.append(subprocess.Popen(
                         [sys.executable, "-m", "course_lib.parallel.launch", str(tmp)],
-                        env={**_worker_env(rank, world_size, port, threads),
-                             STORE_VARIABLE: str(tmp / "store")}, stdout=out,
+                        env=_worker_env(rank, world_size, port, threads), stdout=out,
                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                         start_new_session=True))
             deadline = time.monotonic() + timeout
@@ -239,17 +233,7 @@ def init_process_group(backend: str | None = None, timeout: float = 30.0):
         enough = torch.cuda.is_available() and torch.cuda.device_count() >= local
         backend = "nccl" if enough else "gloo"
     if not dist.is_initialized():
-        store = os.environ.get(STORE_VARIABLE)
-        if store:  # started by launch(): meet through a file of this launch, not a TCP port that
-            # another launch on the machine may have picked at the same moment; a fresh file for
-            # every group a worker joins (every rank joins its groups in the same order)
-            _GROUPS_JOINED.append(store)
-            dist.init_process_group(backend, init_method=f"file://{store}.{len(_GROUPS_JOINED)}",
-                                    rank=int(os.environ["RANK"]),
-                                    world_size=int(os.environ["WORLD_SIZE"]),
-                                    timeout=datetime.timedelta(seconds=timeout))
-        else:  # torchrun: MASTER_ADDR and MASTER_PORT
-            dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     if backend == "nccl":
         local = int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count()

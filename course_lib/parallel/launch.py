@@ -42,6 +42,10 @@ class WorkerFailed(RuntimeError):
     """A worker process exited with an error (its output is in the message)."""
 
 
+class WorkerKilled(WorkerFailed):
+    """A worker was killed by a signal (negative exit code), not by an error in its code."""
+
+
 class WorkerTimeout(RuntimeError):
     """The workers did not all finish before the deadline; all of them were killed."""
 
@@ -134,7 +138,18 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
 
     Raises :class:`WorkerFailed` as soon as a worker exits with an error and
     :class:`WorkerTimeout` when ``timeout`` seconds pass; both kill every worker first.
+    A worker killed by a signal (gloo's threads sometimes abort a process on a loaded
+    machine: "terminate called without an active exception") gets the job run once more;
+    an ordinary error in the code is reported at once.
     """
+    try:
+        return _launch_once(fn, world_size, *args, timeout=timeout, threads=threads, **kwargs)
+    except WorkerKilled:
+        return _launch_once(fn, world_size, *args, timeout=timeout, threads=threads, **kwargs)
+
+
+def _launch_once(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1, **kwargs) -> list:
+    """One attempt of :func:`launch`."""
     job = job_for(fn)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
@@ -159,7 +174,7 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
                 if bad:
                     rank = bad[0]
                     _kill(procs)
-                    raise WorkerFailed(
+                    raise (WorkerKilled if codes[rank] < 0 else WorkerFailed)(
                         f"worker rank {rank} of {world_size} exited with code {codes[rank]}; "
                         f"the other workers were stopped. Its output ends with:\n"
                         f"{_tail(logs[rank])}")

@@ -1,6 +1,12 @@
 """Test settings for tests/ and the notebooks (nbval): one thread for torch and BLAS (two threads
-measured 20x slower), a non-interactive matplotlib backend, quiet kernels."""
+measured 20x slower), a non-interactive matplotlib backend, quiet kernels.
+
+Lectures are executed by tests/test_lectures.py, which then checks their slides with the same
+executed notebooks; nbval runs the exercises. So that no lecture runs twice in one test run,
+nbval collects a lecture only when it is named on the command line
+(`pytest notebooks/NN_name/lecture.ipynb`)."""
 import os
+from pathlib import Path
 
 os.environ["OMP_NUM_THREADS"] = "1"
 os.environ["MKL_NUM_THREADS"] = "1"
@@ -21,6 +27,13 @@ def pytest_configure(config):
         torch.set_num_threads(1)
     except ImportError:
         pass
+
+
+def pytest_ignore_collect(collection_path, config):
+    if collection_path.name != "lecture.ipynb" or collection_path.parent.parent.name != "notebooks":
+        return None
+    named = {Path(a.split("::")[0]).resolve() for a in config.invocation_params.args}
+    return None if collection_path.resolve() in named else True
 
 
 @pytest.fixture(scope="session")

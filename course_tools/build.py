@@ -212,11 +212,12 @@ def _crashed_row(lesson_dir: Path, exc: BaseException) -> dict:
 
 def _longest_first(lessons: list[Path], out: Path) -> list[Path]:
     """The lessons, the slowest of the last build first (so that no long lesson starts last
-    and keeps one worker busy alone at the end); the given order where nothing is known."""
+    and keeps one worker busy alone at the end). Where no build is known (a fresh clone), the
+    last lessons first: the multi-process ones (10, 11, 13) are the slowest."""
     try:
         seconds = {r["lesson"]: r["seconds"] for r in json.loads((out / "summary.json").read_text())["lessons"]}
     except (OSError, ValueError, KeyError, TypeError):
-        return lessons
+        return sorted(lessons, key=lambda p: p.name, reverse=True)
     return sorted(lessons, key=lambda p: -seconds.get(p.name, float("inf")))
 
 

@@ -130,7 +130,8 @@ def test_published_releases_never_overwrite_a_students_folder(tmp_path):
 
 def test_the_slowest_lessons_of_the_last_build_start_first(tmp_path):
     lessons = [tmp_path / n for n in ("00_a", "01_b", "02_c", "03_new")]
-    assert build._longest_first(lessons, tmp_path) == lessons  # no previous build: as given
+    # no previous build (a fresh clone): the last lessons, the multi-process ones, first
+    assert build._longest_first(lessons, tmp_path) == lessons[::-1]
     build.write_summary(tmp_path, [dict(_row("00_a"), seconds=5.0), dict(_row("01_b"), seconds=50.0),
                                    dict(_row("02_c"), seconds=20.0)])
     assert [p.name for p in build._longest_first(lessons, tmp_path)] == ["03_new", "01_b", "02_c", "00_a"]

@@ -1,5 +1,11 @@
-"""Slides in a real browser: headless Chromium (the system's, driven by Playwright) with every
-request that would leave this machine refused.
+"""Every lecture runs top to bottom, and its slides work in a real browser: headless Chromium
+(the system's, driven by Playwright) with every request that would leave this machine refused.
+
+* Each lecture is executed here once per test run, in a fresh kernel as `course build` does
+  (any cell that raises fails the test, naming the cell). Under `make test` this is the
+  lectures' notebook test: the root conftest keeps nbval from running them a second time
+  (`pytest notebooks/NN_name/lecture.ipynb` still runs one through nbval). The deck tests
+  below reuse these executed notebooks.
 
 * Each lesson's offline deck (built from the executed lecture, as `course build` does):
   reveal.js starts, it has exactly the slides the notebook's metadata asks for, every slide
@@ -9,8 +15,8 @@ request that would leave this machine refused.
   ``build/slide-screenshots/<lesson>/`` for people to look at.
 * A lecture opened in JupyterLab as a RISE slideshow renders its slides.
 
-Skipped, with the reason, where Chromium or Playwright is missing (`make test` installs
-Debian's chromium when it runs as root).
+The browser tests are skipped, with the reason, where Chromium or Playwright is missing
+(`make test` installs Debian's chromium when it runs as root); the lectures still run.
 """
 import os
 import secrets
@@ -82,7 +88,8 @@ def _skip_reason() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+needs_browser = pytest.mark.skipif(_skip_reason() is not None, reason=_skip_reason() or "")
+EXECUTED: dict[str, nbformat.NotebookNode] = {}   # lesson name -> lecture executed by this run
 
 
 class Watch:
@@ -106,6 +113,13 @@ class Watch:
             route.abort("internetdisconnected")
 
 
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_lecture_runs_top_to_bottom(lesson):
+    from course_tools.build import execute_notebook
+
+    EXECUTED[lesson.name] = execute_notebook(lesson / "lecture.ipynb")
+
+
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
@@ -117,11 +131,13 @@ def browser():
 
 
 def _executed_lecture(lesson: Path):
-    """The lecture with its outputs: `course build`'s executed copy when it is current, else
-    executed here (outputs decide whether a slide fits)."""
+    """The lecture with its outputs (they decide whether a slide fits): as this run executed
+    it, else `course build`'s executed copy when it is current, else executed now."""
     from course_tools.build import execute_notebook
     from course_tools.cli import _executed_copy
 
+    if lesson.name in EXECUTED:
+        return EXECUTED[lesson.name]
     copy = _executed_copy(lesson, REPO / "build")
     return nbformat.read(str(copy), as_version=4) if copy else execute_notebook(lesson / "lecture.ipynb")
 
@@ -131,6 +147,7 @@ def deck_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("decks")
 
 
+@needs_browser
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
 def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
     deck = slides.build_deck(_executed_lecture(lesson), deck_dir, lesson.name)
@@ -219,6 +236,7 @@ def jupyter_lab(tmp_path_factory):
     log.close()
 
 
+@needs_browser
 def test_lecture_renders_as_a_rise_slideshow_in_jupyterlab(browser, jupyter_lab):
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     page = context.new_page()

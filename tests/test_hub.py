@@ -33,7 +33,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -43,6 +42,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+
+from free_ports import free_port_range
 
 REPO = Path(__file__).resolve().parent.parent
 LESSON = "01_hardware_foundations"
@@ -191,27 +192,6 @@ def _runnable_base(venv: Path, spare: Path) -> None:
     cfg.write_text("\n".join(lines) + "\n")
 
 
-def _free_ports(count: int) -> int:
-    """A port p such that p .. p+count-1 are all free on 127.0.0.1."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            first = s.getsockname()[1]
-        if first + count > 65535:
-            continue
-        try:
-            holders = []
-            for port in range(first, first + count):
-                holder = socket.socket()
-                holders.append(holder)
-                holder.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for holder in holders:
-                holder.close()
-    raise RuntimeError("no free ports")
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +202,7 @@ def hub(accounts):
     proc, log = None, open(top / "hub.log", "w")
     try:
         course = copy_course(top / "course", INSTRUCTOR)
-        port, password = _free_ports(3), secrets.token_hex(12)
+        port, password = free_port_range(3), secrets.token_hex(12)
         cmd = [str(course / ".venv" / "bin" / "python"), str(course / "hub" / "run_hub.py"),
                "--instructors", INSTRUCTOR, "--students", f"{RIGHT},{WRONG}", "--auth", "shared-password",
                f"--password={password}", "--port", str(port), "--exchange", str(top / "exchange"),

@@ -13,13 +13,14 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from free_ports import free_port_range
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = REPO / ".venv" / "bin" / "python"
@@ -50,25 +51,6 @@ def _run_hub_module():
     return module
 
 
-def _free_ports(count: int) -> int:
-    """A port p such that p .. p+count-1 are all free on 127.0.0.1 (the hub uses three)."""
-    for _ in range(50):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            first = probe.getsockname()[1]
-        holders = []
-        try:
-            for port in range(first, first + count):
-                holder = socket.socket()
-                holders.append(holder)
-                holder.bind(("127.0.0.1", port))
-            return first
-        except OSError:
-            continue
-        finally:
-            for holder in holders:
-                holder.close()
-    raise RuntimeError("no three free ports in a row")
 
 
 def _listening(ports: range) -> list[str]:
@@ -137,7 +119,7 @@ def test_tryout_on_one_account_logs_in_and_cleans_up():
     import requests
 
     top = Path(tempfile.mkdtemp(prefix="course-hub-tryout-test-"))
-    port, password = _free_ports(3), "tryout-" + os.urandom(6).hex()
+    port, password = free_port_range(3), "tryout-" + os.urandom(6).hex()
     accounts_before = {entry.pw_name for entry in pwd.getpwall()}
     log_path = top / "hub.log"
     cmd = [str(PYTHON), str(RUN_HUB), "--tryout", "--one-account", "--port", str(port),

@@ -39,15 +39,19 @@ KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 PHASES = ("execute_lecture", "slides", "release_and_grading", "html")
 
 
-def execute_notebook(path: Path, timeout: int = 600):
+def execute_notebook(path: Path, timeout: int = 600, nb=None, **client_options):
     """Run a notebook top to bottom in a fresh kernel, in its own folder; return the
-    executed notebook node. Raises ``nbclient.exceptions.CellExecutionError`` on an error
-    and ``nbformat`` reader errors for a file that is not a notebook."""
+    executed notebook node. ``nb``: run this notebook node (changed in place, so a caller
+    that catches the error still has the outputs so far) instead of reading ``path``;
+    ``client_options`` go to ``nbclient.NotebookClient`` (e.g. ``record_timing=True``).
+    Raises ``nbclient.exceptions.CellExecutionError`` on an error and ``nbformat`` reader
+    errors for a file that is not a notebook."""
     import nbformat
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
-    nb = nbformat.read(str(path), as_version=4)
+    if nb is None:
+        nb = nbformat.read(str(path), as_version=4)
     # The kernel talks over Unix sockets in a folder of its own: kernels started at the same
     # moment by parallel builds cannot pick the same TCP port, and none runs unencrypted TCP.
     with tempfile.TemporaryDirectory(prefix="course-kernel-") as sockets:
@@ -56,7 +60,8 @@ def execute_notebook(path: Path, timeout: int = 600):
         # for itself (the test suite sets MPLBACKEND=Agg, which would leave decks without plots)
         env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
         NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3", extra_arguments=KERNEL_ARGS,
-                       resources={"metadata": {"path": str(path.parent)}}).execute(env=env, cleanup_kc=True)
+                       resources={"metadata": {"path": str(path.parent)}},
+                       **client_options).execute(env=env, cleanup_kc=True)
         # cleanup_kc: nbclient keeps a kernel it did not create alive (km passed in); this one is
         # ours to stop, or every executed lecture leaves a kernel (and its sockets) behind
     return nb

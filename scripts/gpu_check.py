@@ -35,7 +35,8 @@ from datetime import datetime
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
+
+from course_tools.build import execute_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -130,12 +131,10 @@ def run_notebook(path: Path, out: Path, timeout: int) -> dict:
         log = Path(tmp) / "labels.jsonl"
         log.touch()
         nb.cells.insert(0, nbformat.v4.new_code_cell(RECORDER.format(log=str(log))))
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", record_timing=True,
-                                resources={"metadata": {"path": str(path.parent)}})
         start = time.perf_counter()
         record = {"notebook": key, "ok": True}
-        try:
-            client.execute()
+        try:  # as `course build` runs it: kernel on Unix sockets (no TCP port race), quiet log
+            execute_notebook(path, timeout, nb=nb, record_timing=True)
         except Exception as exc:  # noqa: BLE001 - the record says what failed
             record["ok"] = False
             record["error"] = (ANSI.sub("", str(exc)).strip().splitlines() or [type(exc).__name__])[-1][:500]

@@ -1,19 +1,28 @@
 """The trusted checker: a plain Python process, started (sandboxed) before any student code,
-that runs the instructor's setup cells and the test cells. It never runs student code: each
-name that the solution cells define is, in its namespace, either a plain value fetched from the
-student's kernel or a proxy function that asks the grader to call the student's function there
-and returns the plain data that comes back (see ``wire``). So a check's verdict, its expected
-values and the hidden tests' arguments live where student code cannot reach them.
+that runs the instructor's setup cells and the test cells. Of the student's code it runs only
+the source of Numba CUDA kernels and device functions that passed ``kernel_source``'s
+whitelist (code that can reach nothing but its arguments, its own variables, ``cuda.*``,
+``math.*``, Numba types and the lesson's constants), compiled in a namespace of its own with the
+checker's own ``numba.cuda``; nothing else of the student's runs here. Each other name that the
+solution cells define is, in its namespace, either a plain value fetched from the student's
+kernel or a proxy function that asks the grader to call the student's function there and
+returns the plain data that comes back (see ``wire``); a proxy's ``__course_source__`` holds the
+function's source text as the student's kernel reported it (untrusted text, or None). So a
+check's verdict, its expected values, the hidden tests' arguments and a kernel's access counts
+live where student code cannot reach them.
 
 Protocol: one JSON object per line; requests on stdin, replies on the file descriptor that
 was stdout at start (the test cells' own prints are captured separately). Requests:
-``{"op": "names", "kinds": {name: [kind, value]}, "ns": key}`` installs proxies and values;
-``{"op": "run", "code": str, "ns": key, "save": key}`` runs code (in a saved namespace when
-``ns`` is given, saving a copy afterwards when ``save`` is given) and answers ``{"op": "done",
-"ok": bool, "stdout": str, "ename": str, "evalue": str, "lines": [...]}``. While code runs, a
-proxy writes ``{"op": "call", "name", "args"}`` and reads ``{"op": "result", ...}``.
+``{"op": "names", "kinds": {name: [kind, value]}, "ns": key}`` installs proxies, values and
+rebuilt kernels (a kernel that fails the whitelist is installed as a stand-in whose every use
+fails with the reason); ``{"op": "run", "code": str, "ns": key, "save": key}`` runs code (in a
+saved namespace when ``ns`` is given, saving a copy afterwards when ``save`` is given) and
+answers ``{"op": "done", "ok": bool, "stdout": str, "ename": str, "evalue": str, "lines": [...]}``.
+While code runs, a proxy writes ``{"op": "call", "name", "args"}`` and reads
+``{"op": "result", ...}``.
 
-Run as ``python checker.py`` with this folder on ``sys.path`` (only ``wire`` is imported).
+Run as ``python checker.py`` with this folder on ``sys.path`` (only ``wire`` and
+``kernel_source`` are imported).
 """
 from __future__ import annotations
 
@@ -67,7 +76,7 @@ def _call_text(name: str, args, kwargs) -> str:
     return f"{name}({text if len(text) < 120 else text[:117] + '...'})"
 
 
-def make_proxy(name: str, channel: Channel, wire):
+def make_proxy(name: str, channel: Channel, wire, source=None):
     def proxy(*args, **kwargs):
         try:
             payload = wire.encode([list(args), dict(kwargs)])
@@ -90,20 +99,46 @@ def make_proxy(name: str, channel: Channel, wire):
         except (ValueError, TypeError, RecursionError) as exc:
             raise StudentError(f"{call} returned data the grader cannot read ({str(exc)[:100]})") from None
     proxy.__name__ = proxy.__qualname__ = name
+    proxy.__course_source__ = source if type(source) is str else None
     return proxy
 
 
 class Missing:
-    """Stands for a student name whose value cannot be graded; any use fails with the reason."""
+    """Stands for a student name whose value cannot be graded; any use fails with the reason
+    (``text``, or one made of ``why``)."""
 
-    def __init__(self, name: str, why: str):
-        self._why = f"{name} is {why}; only plain data can be graded"
+    def __init__(self, name: str, why: str, text: str = ""):
+        self._why = text or f"{name} is {why}; only plain data can be graded"
 
     def __getattr__(self, attr):
         raise StudentError(self._why)
 
+    def __getitem__(self, key):
+        raise StudentError(self._why)
+
+    def __call__(self, *args, **kwargs):
+        raise StudentError(self._why)
+
     def __repr__(self):
         return "<not gradable>"
+
+
+def install(ns: dict, kinds: dict, channel: Channel, wire, kernel_source) -> None:
+    """Put the student's names into ``ns``: values, proxies, then the rebuilt kernels."""
+    for name, (kind, value) in kinds.items():
+        if kind == "callable":
+            ns[name] = make_proxy(name, channel, wire, value)
+        elif kind == "value":
+            try:
+                ns[name] = wire.decode(value)
+            except (ValueError, TypeError, RecursionError):
+                ns[name] = Missing(name, "malformed data")
+        elif kind == "notplain":
+            ns[name] = Missing(name, str(value)[:200])
+        elif kind != "kernel":
+            ns.pop(name, None)
+    for name, built in kernel_source.Builder(kinds, ns, wire.decode).all().items():
+        ns[name] = Missing(name, "", str(built)[:2000]) if isinstance(built, kernel_source.Refused) else built
 
 
 def _run(code: str, ns: dict) -> dict:
@@ -124,7 +159,8 @@ def _run(code: str, ns: dict) -> dict:
 
 def main() -> None:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import wire  # noqa: PLC0415 - from this folder, after the path is set
+    import kernel_source  # noqa: PLC0415 - from this folder, after the path is set
+    import wire  # noqa: PLC0415
 
     channel = Channel()
     spaces = {"": {"__name__": "__main__", "__builtins__": builtins}}
@@ -137,18 +173,7 @@ def main() -> None:
             channel.send({"op": "done", "ok": False, "ename": "KeyError", "evalue": "unknown namespace"})
             continue
         if op == "names":
-            for name, (kind, value) in req["kinds"].items():
-                if kind == "callable":
-                    ns[name] = make_proxy(name, channel, wire)
-                elif kind == "value":
-                    try:
-                        ns[name] = wire.decode(value)
-                    except (ValueError, TypeError, RecursionError):
-                        ns[name] = Missing(name, "malformed data")
-                elif kind == "notplain":
-                    ns[name] = Missing(name, str(value)[:200])
-                else:
-                    ns.pop(name, None)
+            install(ns, req["kinds"], channel, wire, kernel_source)
             channel.send({"op": "done", "ok": True, "stdout": ""})
         elif op == "run":
             reply = _run(req["code"], ns)

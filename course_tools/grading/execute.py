@@ -2,12 +2,14 @@
 cells are judged where the lesson's plan (``plan``) says:
 
 * ``checker`` (the default, and all of lesson 01): the trusted checker runs the test cell; the
-  student's names reach it only as plain data or as proxy calls (``wire``). The visible part runs
-  in notebook order; the hidden part runs after the whole notebook, so hidden arguments reach
-  the student's kernel only when nothing it prints can reach the feedback any more.
-* ``kernel`` (cells whose checks need the student's own objects: kernels run in the simulator,
-  models, callables passed in): the test cell runs in the student's kernel, guarded as in
-  ``integrity``. Once a hidden test has run there, later output of that kernel is withheld
+  student's names reach it only as plain data, as proxy calls (``wire``), or, for Numba CUDA
+  kernels, as source that the checker checks and compiles itself (``kernel_source``). The
+  visible part runs in notebook order; the hidden part runs after the whole notebook, so hidden
+  arguments reach the student's kernel only when nothing it prints can reach the feedback any
+  more (if the checker was restarted since, the visible part runs again first).
+* ``kernel`` (cells whose checks need the student's own objects: models, callables passed in,
+  a module patched around a student's function): the test cell runs in the student's kernel,
+  guarded as in ``integrity``. Once a hidden test has run there, later output of that kernel is withheld
   from the feedback.
 
 Never raises for anything the student's code does: every failure is a failed test with a
@@ -107,6 +109,7 @@ class Runner:
         self.kinds = None             # the student's names as last seen (None: ask again)
         self.where = ""               # the test cell being judged, for those notes
         self.replay: list[str] = []   # student cells that ran fine (replayed after a restart)
+        self.generation = 0           # how many checkers were started
 
     # -- the student's kernel ----------------------------------------------------------
     def restart_kernel(self, deadline: float) -> None:
@@ -135,6 +138,7 @@ class Runner:
         self.checker.start(wait)
         self.setup_done = 0
         self.kinds = None
+        self.generation += 1      # namespaces saved in an earlier checker are gone
 
     def checker_run(self, code: str, deadline: float, ns: str = "", save: str = "") -> dict:
         """Run code in the checker, answering its proxy calls from the kernel; its reply."""
@@ -254,12 +258,13 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                 visible, secret = split_hidden(cell.source)
                 r.run_setup(lesson["position"].get(gid, 0), deadline)
                 r.where = f"cell {number} (test {gid})"
+                generation = r.generation
                 reply = r.checker_run(visible, time.monotonic() + timeout, save=gid if secret else "")
                 ex.notes += r.notes
                 r.notes = []
                 ex.verdicts[gid] = Verdict(bool(reply.get("ok")), _checker_outputs(reply))
                 if secret:
-                    hidden.append((gid, secret))
+                    hidden.append((gid, secret, visible, generation if r.generation == generation else None))
                 continue
             if gid:
                 r.kinds = None
@@ -306,11 +311,20 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                     state["baseline"] = _stdout(r.kernel.execute(FINGERPRINT, limits.cell_seconds * 2))
                 ex.notes.append(f"the kernel was restarted after cell {number} and the earlier cells run again")
         ex.shown_notes = min(ex.shown_notes, len(ex.notes))
-        for gid, secret in hidden:  # after the whole notebook: nothing printed from here on is shown
+        for gid, secret, visible, generation in hidden:  # after the whole notebook: nothing printed is shown
             left = deadline - time.monotonic()
             r.where = f"the hidden tests of {gid}"
-            reply = (r.checker_run(secret, time.monotonic() + min(limits.cell_seconds, left), ns=gid) if left > 0
-                     else {"ok": False, "ename": "TimeoutError", "evalue": "notebook time limit reached"})
+            reply = {"ok": False, "ename": "TimeoutError", "evalue": "notebook time limit reached"}
+            if generation != r.generation and not ex.verdicts[gid].passed:
+                left = 0                      # failed already, and its namespace is gone
+            elif left > 0 and generation != r.generation:
+                # the checker that saved this cell's namespace was restarted since (a later cell ran
+                # past its deadline): run the visible part again in this one, then the hidden part
+                r.run_setup(lesson["position"].get(gid, 0), deadline)
+                reply = r.checker_run(visible, time.monotonic() + min(limits.cell_seconds, left), save=gid)
+                left = deadline - time.monotonic() if reply.get("ok") else 0
+            if left > 0:
+                reply = r.checker_run(secret, time.monotonic() + min(limits.cell_seconds, left), ns=gid)
             ex.notes += r.notes
             r.notes = []
             verdict = ex.verdicts[gid]

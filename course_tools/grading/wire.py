@@ -11,6 +11,14 @@ or ``__bool__`` survives the trip).
 This module is also sent, as source, into the student's kernel (see :data:`KERNEL_HELPERS`),
 where it runs under the student's control: the trust lies only in :func:`decode` on the
 checker's side. Sizes are bytes.
+
+The student's names are described by ``_course_names`` (in the kernel) as ``[kind, payload]``:
+``value`` (encoded data), ``callable`` (the function's source text when it is a plain function
+defined in the notebook, else None; the checker calls it through a proxy), ``kernel`` (a Numba
+CUDA kernel or device function: ``{"source", "device", "deps"}``, its source text from
+``py_func`` with the decorator lines, whether it is a device function, and the student's names
+it uses that are kernels or numbers, in the same form; ``kernel_source`` checks and rebuilds it
+in the checker), ``notplain`` (why it cannot cross) or ``missing``.
 """
 from __future__ import annotations
 
@@ -181,13 +189,60 @@ def _course_call(token, name, payload):
                  "traceback": "".join(_tb.format_list(frames[-8:]))[-4000:]}
     _course_reply(token, reply)
 
+def _course_source(fn):
+    import inspect as _inspect, textwrap as _textwrap
+    try:
+        return _textwrap.dedent(_inspect.getsource(fn))
+    except Exception:
+        return None
+
+def _course_jit(obj):
+    if not str(getattr(type(obj), "__module__", "")).startswith("numba.cuda"):
+        return None
+    fn = getattr(obj, "py_func", None)
+    if not callable(fn):
+        return None
+    device = getattr(obj, "_device", None)
+    if device is None:
+        device = (getattr(obj, "targetoptions", None) or {}).get("device")
+    return {"source": _course_source(fn), "device": bool(device)}
+
+def _course_kernel(ns, payload):
+    import ast as _ast
+    deps, todo = {}, [payload["source"]]
+    while todo and len(deps) < 64:
+        try:
+            used = sorted({n.id for n in _ast.walk(_ast.parse(todo.pop() or "")) if isinstance(n, _ast.Name)})
+        except Exception:
+            continue
+        for name in used:
+            if name in deps or name not in ns:
+                continue
+            value, jit = ns[name], _course_jit(ns[name])
+            if jit is not None:
+                deps[name] = ["kernel", jit]
+                todo.append(jit["source"])
+            elif type(value) in (bool, int, float, tuple):
+                try:
+                    deps[name] = ["value", encode(value)]
+                except NotPlain:
+                    pass
+    payload["deps"] = deps
+    return payload
+
 def _course_names(token, names):
+    import inspect as _inspect
     ns, kinds = get_ipython().user_ns, {}
     for name in names:
+        jit = _course_jit(ns.get(name)) if name in ns else None
         if name not in ns:
             kinds[name] = ["missing", None]
+        elif jit is not None:
+            kinds[name] = ["kernel", _course_kernel(ns, jit)]
         elif callable(ns[name]):
-            kinds[name] = ["callable", None]
+            fn = ns[name]
+            mine = _inspect.isfunction(fn) and getattr(fn, "__module__", None) == "__main__"
+            kinds[name] = ["callable", _course_source(fn) if mine else None]
         else:
             try:
                 kinds[name] = ["value", encode(ns[name])]

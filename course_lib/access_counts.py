@@ -249,8 +249,12 @@ class CountingArray:
             self._recorder.shared_access(self._name, cells, "write" if write else "read")
 
     def __getitem__(self, index):
+        result = self._array[index]
+        if isinstance(result, np.ndarray):  # a view: accesses through it would not be counted
+            raise TypeError(f"count_accesses counts element accesses: {self._name or 'this array'}[{index!r}] "
+                            "is a slice; read one element at a time")
         self._touch(index, write=False)
-        return self._array[index]
+        return result
 
     def __setitem__(self, index, value):
         self._touch(index, write=True)

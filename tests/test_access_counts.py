@@ -232,3 +232,21 @@ def test_bad_arguments():
     with pytest.raises(KeyError):
         counts.total("texture_reads")
     assert set(counts.summary()) == set(ACCESS_KINDS)
+
+
+@cuda.jit
+def row_total_through_a_slice(a, out):
+    """Sums row i of ``a`` through a slice view: accesses the counter would not see."""
+    i = cuda.grid(1)
+    if i < a.shape[0]:
+        row = a[i]
+        total = 0.0
+        for j in range(a.shape[1]):
+            total += row[j]
+        out[i] = total
+
+
+def test_a_slice_is_refused_rather_than_left_uncounted():
+    a = rng.random((4, 3))
+    with pytest.raises(TypeError, match="slice; read one element at a time"):
+        count_accesses(row_total_through_a_slice, 1, 4, a, np.zeros(4))

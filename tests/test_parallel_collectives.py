@@ -7,6 +7,7 @@ import torch.distributed as dist
 
 from course_lib.checks.collectives import check_allreduce
 from course_lib.parallel import collectives as c
+from course_lib.parallel.launch import WorkerFailed
 
 SIZES = [0, 1, 2, 5, 7, 13, 64, 1001]  # includes sizes not divisible by 2, 3 or 4
 
@@ -136,12 +137,48 @@ def student_calls_the_library(tensor):
     return ring_allreduce(tensor)
 
 
+def student_reimports_the_collective(tensor):
+    import torch.distributed as d
+    d.all_reduce(tensor)
+    return tensor
+
+
+def student_calls_the_group(tensor):
+    import torch.distributed as d
+    d.group.WORLD.allreduce([tensor]).wait()
+    return tensor
+
+
+def student_returns_a_list(tensor):
+    return tensor.tolist()
+
+
+def student_rewrites_the_check_in_its_worker(tensor):
+    import sys
+    module = sys.modules["course_lib.checks.collectives"]
+    module._worst = lambda values: 0.0
+    module._difference = lambda got, expected: 0.0
+    module.check_allreduce = lambda *a, **k: {"error": 0.0, "in_place_error": 0.0}
+    return tensor.mul_(3.0)
+
+
+def test_collectives_are_refused_however_they_are_reached():
+    for fn in (student_reimports_the_collective, student_calls_the_group):
+        with pytest.raises(WorkerFailed, match="is not allowed in this exercise"):
+            check_allreduce(fn, world_size=2, sizes=(3,))
+
+
+def test_the_verdict_is_computed_by_the_caller():
+    assert check_allreduce(student_returns_a_list, world_size=2, sizes=(3,))["error"] == math.inf
+    patched = check_allreduce(student_rewrites_the_check_in_its_worker, world_size=2, sizes=(3, 5))
+    assert patched["error"] > 0.1 and patched["in_place_error"] > 0.1
+
+
 def test_check_allreduce_of_a_shipped_function():
     good = check_allreduce(student_send_recv, world_size=2, sizes=(1, 5, (2, 3)))
     assert good == {"error": 0.0, "in_place_error": 0.0, "returns_input": True, "library_modules": []}
     assert check_allreduce(student_forgets_to_add, world_size=2, sizes=(1, 5))["error"] > 0.0
     assert check_allreduce(student_ring, world_size=2, sizes=(1,), point_to_point_only=False)["error"] == 0
-    from course_lib.parallel.launch import WorkerFailed
     with pytest.raises(WorkerFailed, match="dist.all_reduce is not allowed"):
         check_allreduce(student_ring, world_size=2, sizes=(1,))
 

@@ -1,10 +1,11 @@
 """DDP training on 2 gloo processes, bucket recording, the student-step checker, torchrun
 command, and the rpc parameter server (sync: no staleness, async: more updates)."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
-from course_lib.checks.ddp import check_step
+from course_lib.checks.ddp import MalformedResult, check_step
 from course_lib.parallel import ddp, ps
 
 
@@ -45,6 +46,29 @@ def step_without_zero_grad(model, micro_batches, optimizer):
         total += loss.item()
     optimizer.step()
     return total
+
+
+def step_that_rewrites_the_check_in_its_worker(model, micro_batches, optimizer):
+    """Trains nothing; rewrites the check where it runs (the worker) instead."""
+    import sys
+    module = sys.modules["course_lib.checks.ddp"]
+    module._worst = lambda values: 0.0
+    module.reference_step_params = lambda *a, **k: [p.detach().clone() for p in model.parameters()]
+    return 0.0
+
+
+def step_that_rewrites_its_result(model, micro_batches, optimizer):
+    """Replaces what the worker sends back with data of another kind."""
+    import torch
+    save = torch.save
+    torch.save = lambda obj, f: save({"params": "all right", "losses": [0.0, 0.0], "allreduces": [1, 1]}, f)
+    return 0.0
+
+
+def test_check_step_judges_in_the_caller():
+    assert check_step(step_that_rewrites_the_check_in_its_worker)["max_error"] > 1e-3
+    with pytest.raises(MalformedResult, match="rank 0 sent back malformed data \\(parameters\\)"):
+        check_step(step_that_rewrites_its_result)
 
 
 def test_ddp_training_keeps_ranks_identical_and_gathers_accuracy():

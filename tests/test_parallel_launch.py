@@ -1,11 +1,25 @@
-"""The launcher: results by rank, source shipping, and bounded failure (dead or hung worker)."""
+"""The launcher: results by rank, source shipping (also of the grader's stand-ins), results
+read as plain data only, and bounded failure (dead or hung worker)."""
+import inspect
 import os
+import pickle
+import subprocess
+import sys
+import textwrap
 import time
 
 import psutil
 import pytest
+import torch
 
-from course_lib.parallel.launch import WorkerFailed, WorkerTimeout, free_port, job_for, launch
+from course_lib.parallel.launch import (
+    WorkerFailed,
+    WorkerResultRefused,
+    WorkerTimeout,
+    free_port,
+    job_for,
+    launch,
+)
 
 
 def report_rank(offset):
@@ -26,6 +40,7 @@ def die_on_rank_one():
 def hang_in_collective():
     import torch
     import torch.distributed as dist
+
     from course_lib.parallel.launch import init_process_group
     rank, _, _ = init_process_group("gloo", timeout=120)
     if rank == 0:
@@ -33,6 +48,59 @@ def hang_in_collective():
     else:
         import time
         time.sleep(120)
+
+
+def plain_result():
+    import torch
+    return {"rank": int(torch.distributed.is_available()), "values": [1.5, None, "text", (2, 3)],
+            "tensor": torch.arange(3.0), "device": torch.device("cpu"), "dtype": torch.float64}
+
+
+def object_result():
+    from fractions import Fraction
+    return Fraction(1, 3)  # picklable, but not plain data
+
+
+def crafted_result(marker):
+    """What a student's code could do in a worker: leave a pickle that runs code when unpickled
+    as this rank's result, and end before the launcher writes the real one."""
+    import os
+    import pickle
+    import sys
+
+    class Payload:
+        def __reduce__(self):
+            return (eval, (f"__import__('pathlib').Path({marker!r}).touch()",))
+    for name in (f"result{os.environ['RANK']}.pt", f"result{os.environ['RANK']}.pkl"):
+        with open(os.path.join(sys.argv[1], name), "wb") as fh:
+            pickle.dump(Payload(), fh)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+class _Payload:
+    """The payload of :func:`crafted_result`, built here to show that it runs when unpickled."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (eval, (f"__import__('pathlib').Path({self.path!r}).touch()",))
+
+
+def leave_without_result():
+    import os
+    os._exit(0)
+
+
+class StandIn:
+    """What the grader's checker holds for a notebook function: no code, only its source text."""
+
+    def __init__(self, name, source):
+        self.__name__, self.__course_source__ = name, source
+
+    def __call__(self, *args):
+        raise AssertionError("a stand-in is never called in this process")
 
 
 def _children(before=()):
@@ -59,6 +127,52 @@ def test_job_for_ships_source_of_local_functions_and_names_library_ones():
 
 def test_results_come_back_by_rank():
     assert launch(report_rank, 2, 10, timeout=60) == [10, 11]
+
+
+def test_results_are_plain_data_and_anything_else_is_refused():
+    first, second = launch(plain_result, 2, timeout=60)
+    assert first["values"] == [1.5, None, "text", (2, 3)] and torch.equal(first["tensor"], torch.arange(3.0))
+    assert first["device"] == torch.device("cpu") and first["dtype"] is torch.float64
+    assert type(second["tensor"]) is torch.Tensor
+    with pytest.raises(WorkerResultRefused, match="rank 0 of 1 was refused: only plain data"):
+        launch(object_result, 1, timeout=60)
+    with pytest.raises(WorkerResultRefused, match="exited without leaving a result"):
+        launch(leave_without_result, 1, timeout=60)
+
+
+def test_a_crafted_result_file_runs_nothing_in_the_caller(tmp_path):
+    proof, marker = tmp_path / "pickle-runs-it", tmp_path / "ran"
+    pickle.loads(pickle.dumps(_Payload(proof)))
+    assert proof.exists()  # such a file does run code when unpickled, so the check below can fail
+    with pytest.raises(WorkerResultRefused, match="was refused"):
+        launch(crafted_result, 2, str(marker), timeout=60)
+    assert not marker.exists()
+
+
+def test_a_stand_in_travels_as_its_source_text_and_protects_the_caller():
+    """In a fresh process (making a process non-dumpable lasts as long as it lives)."""
+    source = textwrap.dedent(inspect.getsource(report_rank))
+    script = textwrap.dedent(f"""
+        import ctypes, sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_parallel_launch import StandIn
+        from course_lib.parallel.launch import job_for, launch
+        libc = ctypes.CDLL(None)
+        assert libc.prctl(3, 0, 0, 0, 0) == 1          # PR_GET_DUMPABLE: dumpable at start
+        job = job_for(StandIn("report_rank", {source!r}))
+        assert job.target is None and job.source == {source!r} and job.name == "report_rank", job
+        print(launch(StandIn("report_rank", {source!r}), 2, 100, timeout=60))
+        print("dumpable", libc.prctl(3, 0, 0, 0, 0))  # not any more: workers cannot reach it
+    """)
+    done = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["[100, 101]", "dumpable 0"], done.stdout
+
+
+def test_a_stand_in_without_source_is_refused_with_a_reason():
+    with pytest.raises(ValueError, match="my_step cannot run in worker processes: its source text is not"):
+        job_for(StandIn("my_step", None))
 
 
 def test_dead_worker_is_reported_quickly_and_nothing_is_left():

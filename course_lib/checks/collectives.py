@@ -1,16 +1,29 @@
 """The check behind lesson 11's graded allreduce: run the student's ``fn(tensor)`` on several
-gloo processes (shipped as source, see :func:`course_lib.parallel.launch.job_for`) and compare
-with ``dist.all_reduce``.
+gloo processes (shipped as source, see :func:`course_lib.parallel.launch.job_for`) and judge the
+result against the sum of the inputs.
 
 The task is an allreduce *in place*: afterwards the tensor the function was given holds the
 sum, and the function returns that same tensor. The check therefore measures three things
 separately: the value returned, the value left in the input tensor, and whether the returned
-object is the input. With ``point_to_point_only`` the function's ``dist`` refuses the built-in
-collectives, and the check records every ``course_lib`` module the function imported (the
-library's own allreduces are not an answer).
+object is the input.
+
+The work is split in two, because the worker processes run the student's code:
+
+* :func:`student_worker` (in each worker) calls the function on the tensors it is given and
+  sends back raw observations only: what each call returned, the input tensor afterwards,
+  whether the call returned its input, and the ``course_lib`` modules the function imported;
+* :func:`check_allreduce` (in the calling process, the grader's checker when grading) chooses
+  every rank's inputs, computes their sums itself and every difference, and reads the
+  workers' results only as plain data (:func:`course_lib.parallel.launch.read_result`).
+
+With ``point_to_point_only`` the workers refuse the built-in collectives
+(:func:`course_lib.parallel.launch.block_collectives`). That rule, the identity of the returned
+object and the list of imported modules are kept or observed inside the workers, so code that
+rewrites a worker can get around them; the sums cannot be misreported that way.
 """
 from __future__ import annotations
 
+import math
 import sys
 
 import torch
@@ -23,53 +36,113 @@ def _shape(size) -> tuple[int, ...]:
     return tuple(size) if isinstance(size, (tuple, list)) else (int(size),)
 
 
-def student_worker(job, sizes: list, seed: int = 0, point_to_point_only: bool = True) -> dict:
-    """Worker: run a shipped allreduce function (see :func:`launch.job_for`) on random float64
-    tensors of the given sizes (an int, or a shape tuple) and compare with ``dist.all_reduce``.
+def _inputs(world_size: int, shapes: list, seed: int = 0) -> list[list[torch.Tensor]]:
+    """Random float64 tensors, ``[rank][call]``: what each rank's function is given."""
+    inputs = []
+    for rank in range(world_size):
+        mine = []
+        for shape in shapes:
+            gen = torch.Generator().manual_seed(seed + 1000 * rank + sum(shape) + len(shape))
+            mine.append(torch.randn(shape, generator=gen, dtype=torch.float64))
+        inputs.append(mine)
+    return inputs
 
-    Returns ``{"error": worst difference of the returned value (inf when it has the wrong
-    shape; the input tensor when the function returned None), "in_place_error": worst
-    difference of the input tensor after the call, "returns_input": every call returned the
-    very tensor it was given, "library_modules": course_lib modules it imported}``."""
+
+def _plain(value):
+    """What a call returned, as plain data: a CPU tensor, None, or the name of its type."""
+    if value is None:
+        return None
+    if torch.is_tensor(value):
+        return value.detach().cpu().as_subclass(torch.Tensor).clone()
+    return f"an object of type {type(value).__name__}"
+
+
+def student_worker(job, inputs: list, point_to_point_only: bool = True) -> dict:
+    """Worker: run a shipped allreduce function (see :func:`launch.job_for`) on each of this
+    rank's tensors ``inputs[rank]``.
+
+    Returns raw data only: ``{"calls": [{"returned": a tensor, None or a type's name,
+    "input_after": the tensor passed in, after the call, "returns_input": the call returned
+    that very tensor}], "library_modules": course_lib modules it imported}``."""
     rank, _, _ = init_process_group("gloo", timeout=60)
-    fn = _resolve(job, point_to_point_only)
+    mine = [x.clone() for x in inputs[rank]]
+    del inputs
     loaded_before = set(sys.modules)
-    error = in_place_error = 0.0
-    returns_input = True
-    for size in sizes:
-        shape = _shape(size)
-        gen = torch.Generator().manual_seed(seed + 1000 * rank + sum(shape) + len(shape))
-        x = torch.randn(shape, generator=gen, dtype=torch.float64)
-        expected = x.clone()
-        dist.all_reduce(expected)
+    fn = _resolve(job, point_to_point_only)
+    calls = []
+    for x in mine:
         got = fn(x)
-        returns_input = returns_input and got is x
-        got = x if got is None else got
-        if not torch.is_tensor(got) or got.shape != expected.shape:
-            error = float("inf")
-        elif x.numel():
-            error = max(error, float((got - expected).abs().max()))
-        if x.numel():
-            in_place_error = max(in_place_error, float((x - expected).abs().max()))
+        calls.append({"returned": _plain(got), "input_after": x.detach().clone(), "returns_input": got is x})
     library = sorted(m for m in set(sys.modules) - loaded_before if m.split(".")[0] == "course_lib")
     dist.destroy_process_group()
-    return {"error": error, "in_place_error": in_place_error, "returns_input": returns_input,
-            "library_modules": library}
+    return {"calls": calls, "library_modules": library}
+
+
+class MalformedResult(ValueError):
+    """A worker sent back data of the wrong kind (its code was tampered with)."""
+
+
+def _raw_calls(result, rank: int, shapes: list) -> dict:
+    """A worker's raw data, checked for kind and shape before anything is computed from it."""
+    def refuse(what):
+        raise MalformedResult(f"rank {rank} sent back malformed data ({what})")
+
+    if type(result) is not dict or set(result) != {"calls", "library_modules"}:
+        refuse("not the dict student_worker returns")
+    calls, library = result["calls"], result["library_modules"]
+    if type(library) is not list or not all(type(m) is str for m in library):
+        refuse("module names")
+    if type(calls) is not list or len(calls) != len(shapes):
+        refuse("one entry per call")
+    for call, shape in zip(calls, shapes):
+        if type(call) is not dict or set(call) != {"returned", "input_after", "returns_input"}:
+            refuse("a call")
+        if type(call["input_after"]) is not torch.Tensor or tuple(call["input_after"].shape) != shape:
+            refuse("the input tensor after the call")
+        if not (call["returned"] is None or type(call["returned"]) in (torch.Tensor, str)):
+            refuse("the returned value")
+        if type(call["returns_input"]) is not bool:
+            refuse("returns_input")
+    return {"calls": calls, "library_modules": library}
+
+
+def _difference(got, expected) -> float:
+    """Largest absolute difference (inf for a wrong shape or anything but a number tensor)."""
+    if not torch.is_tensor(got) or got.shape != expected.shape or got.is_complex() or got.dtype == torch.bool:
+        return math.inf
+    return float((got.to(torch.float64) - expected).abs().max()) if got.numel() else 0.0
+
+
+def _worst(values) -> float:
+    """The largest of ``values`` (floats), NaN when any is NaN (``max`` would skip it)."""
+    values = list(values)
+    return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
 
 
 def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: float = 60.0,
                     point_to_point_only: bool = True) -> dict:
-    """Run ``fn(tensor)`` (a function from a notebook, shipped as source) on ``world_size``
-    gloo processes, on every size in ``sizes`` (ints or shape tuples).
+    """Run ``fn(tensor)`` (a function from a notebook, or the grader's stand-in for one, shipped
+    as source) on ``world_size`` gloo processes, on every size in ``sizes`` (ints or shape
+    tuples), and judge what they send back here.
 
     Returns, over all ranks and sizes: ``error`` (worst difference of the returned value from
-    ``dist.all_reduce``), ``in_place_error`` (the same for the tensor passed in, after the
-    call), ``returns_input`` (always returned the tensor it was given) and
+    the sum over ranks of their inputs; the input tensor counts when the function returned
+    None; inf for a wrong shape), ``in_place_error`` (the same for the tensor passed in, after
+    the call), ``returns_input`` (always returned the tensor it was given) and
     ``library_modules`` (``course_lib`` modules the function imported). With
     ``point_to_point_only`` the function may use only send/recv."""
-    results = launch(student_worker, world_size, job_for(fn), [_shape(s) for s in sizes],
+    shapes = [_shape(s) for s in sizes]
+    inputs = _inputs(world_size, shapes)
+    results = launch(student_worker, world_size, job_for(fn), inputs,
                      point_to_point_only=point_to_point_only, timeout=timeout)
-    return {"error": max(r["error"] for r in results),
-            "in_place_error": max(r["in_place_error"] for r in results),
-            "returns_input": all(r["returns_input"] for r in results),
-            "library_modules": sorted({m for r in results for m in r["library_modules"]})}
+    raw = [_raw_calls(r, rank, shapes) for rank, r in enumerate(results)]
+    sums = [sum(inputs[rank][i] for rank in range(world_size)) for i in range(len(shapes))]
+    errors, in_place = [], []
+    for r in raw:
+        for call, total in zip(r["calls"], sums):
+            got = call["input_after"] if call["returned"] is None else call["returned"]
+            errors.append(_difference(got, total))
+            in_place.append(_difference(call["input_after"], total))
+    return {"error": _worst(errors), "in_place_error": _worst(in_place),
+            "returns_input": all(call["returns_input"] for r in raw for call in r["calls"]),
+            "library_modules": sorted({m for r in raw for m in r["library_modules"]})}

@@ -3,11 +3,25 @@ student's ``accumulate_step(ddp_model, micro_batches, optimizer) -> loss`` on 2 
 and compare the parameters with one process doing plain SGD on the whole batch (written out by
 hand, not taken from the library, so the check does not contain the exercise's answer).
 
-A communication hook counts the allreduces DDP launches in every step: accumulating over
-micro-batches needs exactly one synchronization per optimizer step (``model.no_sync()`` for
-all micro-batches but the last), not one per micro-batch.
+The work is split in two, because the worker processes run the student's code:
+
+* :func:`step_worker` (in each worker) trains on the data it is given and sends back raw
+  observations only: the parameters after the steps, the losses the function returned, and the
+  allreduces DDP launched in each step (counted by a communication hook);
+* :func:`check_step` (in the calling process, the grader's checker when grading) chooses the
+  model and data, computes every expected value itself (the one-process training, each rank's
+  mean loss) and every difference, and reads the workers' results only as plain data
+  (:func:`course_lib.parallel.launch.read_result`).
+
+Accumulating over micro-batches needs exactly one synchronization per optimizer step
+(``model.no_sync()`` for all micro-batches but the last), not one per micro-batch. That count
+is observed inside a worker, so it is as trustworthy as the worker: code that rewrites the
+worker's hook can misreport it. The parameters cannot be misreported that way: they are
+compared with the caller's own training.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.distributed as dist
@@ -17,26 +31,42 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..parallel.launch import _resolve, init_process_group, job_for, launch
 
-
-def _step_problem(world: int, micro: int, seed: int = 1):
-    """A small model and a batch of ``4 * micro`` examples per rank."""
-    torch.manual_seed(seed)
-    model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
-    n = 4 * micro * world
-    return model, torch.randn(n, 6), torch.randint(0, 3, (n,))
+LR, STEPS, SEED = 0.1, 2, 1  # SGD learning rate, optimizer steps, seed of the model and data
 
 
-def step_worker(step_job, lr: float = 0.1, steps: int = 2, micro: int = 3, seed: int = 1) -> dict:
-    """Run the shipped student function on this rank's share of a fixed batch, cut into
-    ``micro`` micro-batches; return the parameters after ``steps`` steps, the losses it
-    returned, the mean loss of the first step computed here, and the allreduces per step."""
+def _model() -> nn.Module:
+    return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+
+
+def _step_problem(world: int, micro: int, seed: int = SEED):
+    """A small model and a batch of ``4 * micro`` examples per rank (the global random state
+    is left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = _model()
+        n = 4 * micro * world
+        return model, torch.randn(n, 6), torch.randint(0, 3, (n,))
+
+
+def _share(X, y, rank: int, world: int):
+    per_rank = len(X) // world
+    return X[rank * per_rank:(rank + 1) * per_rank], y[rank * per_rank:(rank + 1) * per_rank]
+
+
+def step_worker(step_job, initial: list, X, y, lr: float = LR, steps: int = STEPS, micro: int = 3) -> dict:
+    """Worker: wrap a model holding the ``initial`` parameters in DDP, run the shipped student
+    function ``steps`` times on this rank's share of ``X, y`` cut into ``micro`` micro-batches.
+
+    Returns raw data only: ``{"params": the parameters afterwards (tensors), "losses": what the
+    function returned in each step (floats), "allreduces": allreduces DDP launched in each
+    step (ints)}``."""
     rank, world, _ = init_process_group("gloo", timeout=60)
     step = _resolve(step_job)
-    model, X, y = _step_problem(world, micro, seed)
-    per_rank = len(X) // world
-    mine_X, mine_y = X[rank * per_rank:(rank + 1) * per_rank], y[rank * per_rank:(rank + 1) * per_rank]
+    model = _model()
     with torch.no_grad():
-        first_loss = float(F.cross_entropy(model(mine_X), mine_y))
+        for p, value in zip(model.parameters(), initial):
+            p.copy_(value)
+    mine_X, mine_y = _share(X, y, rank, world)
     ddp_model = DDP(model)
     launched = [0]
 
@@ -58,11 +88,11 @@ def step_worker(step_job, lr: float = 0.1, steps: int = 2, micro: int = 3, seed:
     dist.barrier()
     del ddp_model
     dist.destroy_process_group()
-    return {"params": params, "losses": losses, "first_loss": first_loss, "allreduces": allreduces}
+    return {"params": params, "losses": losses, "allreduces": allreduces}
 
 
-def reference_step_params(world: int = 2, micro: int = 3, lr: float = 0.1, steps: int = 2,
-                          seed: int = 1):
+def reference_step_params(world: int = 2, micro: int = 3, lr: float = LR, steps: int = STEPS,
+                          seed: int = SEED):
     """What :func:`step_worker` must produce: one process, SGD on the whole batch.
 
     The update is written out rather than taken from ``torch.optim``: a first
@@ -78,21 +108,63 @@ def reference_step_params(world: int = 2, micro: int = 3, lr: float = 0.1, steps
     return [p.detach().clone() for p in model.parameters()]
 
 
+class MalformedResult(ValueError):
+    """A worker sent back data of the wrong kind (its code was tampered with)."""
+
+
+def _raw_step(result, rank: int, shapes: list, steps: int) -> dict:
+    """A worker's raw data, checked for kind and shape before anything is computed from it."""
+    def refuse(what):
+        raise MalformedResult(f"rank {rank} sent back malformed data ({what})")
+
+    if type(result) is not dict or set(result) != {"params", "losses", "allreduces"}:
+        refuse("not the dict step_worker returns")
+    params, losses, allreduces = result["params"], result["losses"], result["allreduces"]
+    if type(params) is not list or len(params) != len(shapes) or not all(
+            type(p) in (torch.Tensor, nn.Parameter) and p.is_floating_point() and tuple(p.shape) == s
+            for p, s in zip(params, shapes)):
+        refuse("parameters")
+    if type(losses) is not list or len(losses) != steps or not all(type(v) in (int, float) for v in losses):
+        refuse("losses")
+    if type(allreduces) is not list or len(allreduces) != steps or not all(type(v) is int for v in allreduces):
+        refuse("allreduce counts")
+    return {"params": [p.detach().to(torch.float64) for p in params], "losses": [float(v) for v in losses],
+            "allreduces": list(allreduces)}
+
+
+def _worst(values) -> float:
+    """The largest of ``values`` (floats), NaN when any is NaN (``max`` would skip it)."""
+    values = list(values)
+    return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
+
+
+def _difference(a, b) -> float:
+    return float((a.to(torch.float64) - b.to(torch.float64)).abs().max()) if a.numel() else 0.0
+
+
 def check_step(step, world: int = 2, micro: int = 3, timeout: float = 60.0) -> dict:
-    """Run ``step`` (a function, possibly defined in a notebook) in ``world`` gloo processes,
-    two optimizer steps of ``micro`` micro-batches each.
+    """Run ``step`` (a function defined in a notebook, or the grader's stand-in for one) in
+    ``world`` gloo processes, two optimizer steps of ``micro`` micro-batches each, and judge
+    what they send back here.
 
     Returns ``{"max_error": largest difference to the one-process reference,
     "rank_difference": largest difference between ranks, "losses": per rank,
     "loss_error": largest difference between a rank's first returned loss and its mean loss,
     "allreduces": allreduces DDP launched in each step, per rank}``.
     """
-    results = launch(step_worker, world, job_for(step), micro=micro, timeout=timeout)
-    expected = reference_step_params(world, micro)
-    error = max(float((a - b).abs().max()) for r in results for a, b in zip(r["params"], expected))
-    spread = max(float((a - b).abs().max()) for r in results[1:]
-                 for a, b in zip(r["params"], results[0]["params"]))
-    return {"max_error": error, "rank_difference": spread,
-            "losses": [r["losses"] for r in results],
-            "loss_error": max(abs(r["losses"][0] - r["first_loss"]) for r in results),
-            "allreduces": [r["allreduces"] for r in results]}
+    model, X, y = _step_problem(world, micro)
+    initial = [p.detach().clone() for p in model.parameters()]
+    results = launch(step_worker, world, job_for(step), initial, X, y, lr=LR, steps=STEPS, micro=micro,
+                     timeout=timeout)
+    shapes = [tuple(p.shape) for p in initial]
+    raw = [_raw_step(r, rank, shapes, STEPS) for rank, r in enumerate(results)]
+    expected = reference_step_params(world, micro, LR, STEPS)
+    with torch.no_grad():
+        first_loss = [float(F.cross_entropy(model(share_X), share_y))
+                      for share_X, share_y in (_share(X, y, rank, world) for rank in range(world))]
+    return {"max_error": _worst(_difference(a, b) for r in raw for a, b in zip(r["params"], expected)),
+            "rank_difference": _worst(_difference(a, b) for r in raw[1:]
+                                      for a, b in zip(r["params"], raw[0]["params"])),
+            "losses": [r["losses"] for r in raw],
+            "loss_error": _worst(abs(r["losses"][0] - first_loss[rank]) for rank, r in enumerate(raw)),
+            "allreduces": [r["allreduces"] for r in raw]}

@@ -157,7 +157,21 @@ def _run(code: str, ns: dict) -> dict:
         sys.stdout, sys.stderr = old
 
 
+def _non_dumpable() -> None:
+    """Linux ``prctl(PR_SET_DUMPABLE, 0)``: processes of the same user (workers that a check
+    starts with student code) cannot read this one's memory, environment or pipes through
+    ``/proc`` or attach to it."""
+    if sys.platform.startswith("linux"):
+        import ctypes  # noqa: PLC0415
+
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+        except (OSError, AttributeError):
+            pass
+
+
 def main() -> None:
+    _non_dumpable()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import kernel_source  # noqa: PLC0415 - from this folder, after the path is set
     import wire  # noqa: PLC0415

@@ -25,11 +25,15 @@ def _checks_source() -> str:
 def guarded_test(source: str, token: str, canary: bool) -> str:
     """A test cell's code as the grader runs it: the check helpers are defined afresh inside
     the cell from course_lib/checks/core.py (so nothing the student rebound or patched in
-    ``course_lib.checks`` is used), then the test runs. The canary variant is the same text
-    with the switch set, making every check and a final ``assert`` fail: if the kernel then
-    reports success, the student's code has tampered with how errors are reported."""
+    ``course_lib.checks`` is used), then the test runs. The canary variant has the switch set,
+    making every check and a final ``assert`` fail, and a failing check before the test's
+    first statement (so a test with side effects, e.g. a push into a student's store, still
+    runs once): if the kernel then reports success, the student's code has tampered with how
+    errors are reported."""
     names = ", ".join(CHECK_NAMES)
     switch = 1 if canary else 0
+    if canary:  # fail before the test's own statements: a test with side effects runs only once
+        source = "check_true('integrity check', False, 'a failure', 'a pass')\n" + source
     return (f"def _course_checks_{token}(_canary):\n{_checks_source()}\n"
             f"    if _canary:\n"
             f"        def _ok(name):\n"

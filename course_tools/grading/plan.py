@@ -67,7 +67,8 @@ def lesson_facts(source_nb, plan: dict | None = None) -> dict:
 
 
 def fingerprint(source_nb, release_nb) -> str:
-    """Hash of the lesson's notebooks and of the code that grades them."""
+    """Hash of the lesson's notebooks and of the code that grades them (this package and
+    every module of course_lib, whose checks and launchers the test cells call)."""
     import nbformat
 
     import course_lib.checks.core as core
@@ -75,7 +76,8 @@ def fingerprint(source_nb, release_nb) -> str:
     digest = hashlib.sha256()
     digest.update(nbformat.writes(source_nb).encode())
     digest.update(nbformat.writes(release_nb).encode())
-    for path in sorted(Path(__file__).parent.glob("*.py")) + [Path(core.__file__)]:
+    library = Path(core.__file__).resolve().parents[1]    # course_lib: checks, launch, counters
+    for path in sorted(Path(__file__).parent.glob("*.py")) + sorted(library.rglob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

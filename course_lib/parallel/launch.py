@@ -178,20 +178,10 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
     come back through ``torch.load(weights_only=True)``, so a worker cannot make the caller run
     code (:class:`WorkerResultRefused` otherwise).
 
-    Raises :class:`WorkerFailed` as soon as a worker exits with an error and
-    :class:`WorkerTimeout` when ``timeout`` seconds pass; both kill every worker first.
-    A worker killed by a signal (gloo's threads sometimes abort a process on a loaded
-    machine: "terminate called without an active exception") gets the job run once more;
-    an ordinary error in the code is reported at once.
+    Raises :class:`WorkerFailed` as soon as a worker exits with an error (:class:`WorkerKilled`
+    when a signal ended it) and :class:`WorkerTimeout` when ``timeout`` seconds pass; both kill
+    every worker first.
     """
-    try:
-        return _launch_once(fn, world_size, *args, timeout=timeout, threads=threads, **kwargs)
-    except WorkerKilled:
-        return _launch_once(fn, world_size, *args, timeout=timeout, threads=threads, **kwargs)
-
-
-def _launch_once(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1, **kwargs) -> list:
-    """One attempt of :func:`launch`."""
     job = job_for(fn)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:

@@ -1,12 +1,28 @@
-"""ZeRO memory model against counted tensors; ZeRO stages and FSDP2 against one process."""
+"""ZeRO memory model against counted tensors; ZeRO stages and FSDP2 against one process; the
+sharded-step check (lesson 13, exercise 4) judged in the caller, not in the workers: directly,
+and through the real grading pipeline (``grade_lesson``, sandboxed) with submissions written
+as a student would write them."""
+import copy
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+import course_lib
 from course_lib.models import count_parameters
 from course_lib.parallel import zero
 from course_lib.training_memory import activation_bytes
+from course_tools.grading import CourseDir, grade_lesson, release, sandbox
+from course_tools.grading.sandbox import Limits
+from course_tools.paths import NOTEBOOKS
 
 
 def test_zero_paper_figure_1():
@@ -98,6 +114,51 @@ def test_sharded_step_check_accepts_a_right_step_and_rejects_a_wrong_one():
     assert zero.check_sharded_step(forgets_to_average, 2, numels=(8,)) > 1e-3
 
 
+def rewrites_the_check_in_its_worker(param, grad, momentum, lr, beta):
+    """Updates nothing; rewrites the check where it runs (the worker) instead."""
+    import sys
+    module = sys.modules["course_lib.parallel.zero"]
+    module._worst = lambda values: 0.0
+    module._difference = lambda got, expected: 0.0
+    module.sharded_step_reference = lambda p, grads, m, lr, beta: (p, m)
+    module.check_sharded_step = lambda *a, **k: 0.0
+
+
+def forges_its_result(param, grad, momentum, lr, beta):
+    """Replaces what the worker sends back with the verdict the check used to return."""
+    import torch
+    save = torch.save
+    torch.save = lambda obj, f: save(0.0, f)
+
+
+def forges_the_parameters(param, grad, momentum, lr, beta):
+    """Sends back the right kind of dict holding lists where the tensors should be."""
+    import torch
+    save = torch.save
+    torch.save = lambda obj, f: save({"params": [[[0.0]] * 3], "momenta": [[[0.0]] * 3]}, f)
+
+
+def step_that_makes_nan(param, grad, momentum, lr, beta):
+    param[0] = float("nan")
+
+
+def step_that_resizes_the_momentum(param, grad, momentum, lr, beta):
+    momentum.resize_(param.numel())
+
+
+def test_sharded_step_check_judges_in_the_caller():
+    assert zero.check_sharded_step(rewrites_the_check_in_its_worker, 2, numels=(8,)) > 1e-3
+    with pytest.raises(zero.MalformedResult, match="rank 0 sent back malformed data \\(not the dict"):
+        zero.check_sharded_step(forges_its_result, 2, numels=(8,))
+    with pytest.raises(zero.MalformedResult, match="rank 0 sent back malformed data \\(params\\)"):
+        zero.check_sharded_step(forges_the_parameters, 2, numels=(8,))
+
+
+def test_sharded_step_check_reports_nan_and_wrong_shapes():
+    assert math.isnan(zero.check_sharded_step(step_that_makes_nan, 2, numels=(8,)))
+    assert zero.check_sharded_step(step_that_resizes_the_momentum, 2, numels=(8,)) == math.inf
+
+
 def test_reference_step_is_torch_sgd_with_momentum():
     gen = torch.Generator().manual_seed(3)
     p0 = torch.randn(6, generator=gen, dtype=torch.float64)
@@ -110,3 +171,89 @@ def test_reference_step_is_torch_sgd_with_momentum():
         opt.step()
         mine, m = zero.sharded_step_reference(mine, grads, m, 0.1, 0.9)
     assert torch.allclose(param.detach(), mine)
+
+
+# ------------------------------------------------------------ graded by the real pipeline
+LESSON = "13_sharding_and_model_parallelism"
+STEP_CELLS = ("ex4_visible", "ex4_hidden")
+STEP_POINTS = 4.0
+ATTACKS = {
+    # the parameters left as they were; the check rewritten in the kernel and in every worker
+    "patch_judge": (
+        "from course_lib.parallel import zero as _z\n"
+        "_z.check_sharded_step = lambda *a, **k: 0.0\n"
+        "\n"
+        "def sharded_momentum_step(param, grad, momentum, lr, beta):\n"
+        "    import sys\n"
+        "    for name in ('course_lib.parallel.zero', '__main__'):\n"
+        "        module = sys.modules.get(name)\n"
+        "        if module is not None:\n"
+        "            module.check_sharded_step = lambda *a, **k: 0.0\n"
+        "            module.sharded_step_reference = lambda p, grads, m, lr, beta: (p, m)\n"
+        "            module._worst = lambda values: 0.0\n"
+        "            module._difference = lambda got, expected: 0.0\n"),
+    # the worker's result replaced by the verdict the check returned when it judged in the workers
+    "forge_result": (
+        "def sharded_momentum_step(param, grad, momentum, lr, beta):\n"
+        "    import torch\n"
+        "    save = torch.save\n"
+        "    torch.save = lambda obj, f: save(0.0, f)\n"),
+}
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if not sandbox.bubblewrap():
+        pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
+    # the sandboxed kernel and checker run `python -I`: they import the installed course_lib
+    installed = subprocess.run([sys.executable, "-I", "-c", "import course_lib; print(course_lib.__file__)"],
+                               capture_output=True, text=True, check=False).stdout.strip()
+    if Path(installed).resolve() != Path(course_lib.__file__).resolve():
+        pytest.skip(f"the grading sandbox would import course_lib from {installed!r}, not from this checkout")
+    root = tmp_path_factory.mktemp("course")
+    source = root / "source"
+    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
+    course = CourseDir(root, source)
+    release(course, LESSON)
+    reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
+    honest = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    for c in reference.cells:
+        meta = c.metadata.get("nbgrader", {})
+        if meta.get("solution"):
+            _cell(honest, meta["grade_id"]).source = "\n".join(
+                line for line in c.source.splitlines() if "### " not in line) + "\n"
+    submissions = {"honest": honest}
+    for name, code in ATTACKS.items():
+        submissions[name] = copy.deepcopy(honest)
+        _cell(submissions[name], "ex4_sharded_step").source = code
+    incoming = root / "incoming"
+    for student, nb in submissions.items():
+        (incoming / student).mkdir(parents=True)
+        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
+    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,
+                            limits=Limits(cell_seconds=150, notebook_seconds=600), progress=False)
+    plan = json.loads((root / "build" / "grading" / LESSON / "plan.json").read_text())
+    nbs = {o.student: nbformat.read(str(p), as_version=4) for o in outcomes
+           for p in [root / "autograded" / o.student / LESSON / "exercises.ipynb"] if p.exists()}
+    return {"by": {o.student: o for o in outcomes}, "plan": plan, "graded": nbs}
+
+
+@pytest.mark.timeout(1200)
+def test_graded_sharded_step_is_judged_by_the_checker(graded):
+    plan = graded["plan"]
+    assert {gid: plan["plan"][gid] for gid in STEP_CELLS} == {gid: "checker" for gid in STEP_CELLS}, plan
+    honest = graded["by"]["honest"]
+    assert honest.score == 14.0, (honest.score, honest.reason, honest.cells)
+    for student in ATTACKS:
+        o = graded["by"][student]
+        assert o.status == "graded", (student, o.reason)
+        assert {gid: o.cells[gid] for gid in STEP_CELLS} == {gid: 0.0 for gid in STEP_CELLS}, (student, o.cells)
+        assert o.score == honest.score - STEP_POINTS, (student, o.score, o.cells)
+    errors = {student: "\n".join(out.get("evalue", "") for out in _cell(graded["graded"][student], "ex4_visible").outputs
+                                 if out.output_type == "error") for student in ATTACKS}
+    assert "a largest difference below 1e-12" in errors["patch_judge"], errors
+    assert "sent back malformed data (not the dict" in errors["forge_result"], errors

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from nbgrader.api import Gradebook, MissingEntry
 
-from ..paths import GRADED_NOTEBOOK
+from ..paths import BUILD, GRADED_NOTEBOOK
 
 class GradingError(RuntimeError):
     """nbgrader itself failed (not a student's notebook)."""
@@ -35,21 +35,47 @@ class CourseDir:
         return f"sqlite:///{self.root / 'gradebook.db'}"
 
     def nbgrader(self, *args: str, timeout: int = 300, cell_timeout: int = 120) -> subprocess.CompletedProcess:
-        """Run ``nbgrader ARGS`` on this course directory; return the finished process."""
+        """Run ``nbgrader ARGS`` on this course directory; return the finished process. A
+        course without a gradebook starts from a copy of an empty one (``empty_gradebook``)."""
+        if not (self.root / "gradebook.db").exists():
+            self.root.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(empty_gradebook(), self.root / "gradebook.db")
         cmd = [sys.executable, "-m", "nbgrader", *args,
                f"--CourseDirectory.root={self.root}",
                f"--CourseDirectory.source_directory={self.source.relative_to(self.root) if self.source.is_relative_to(self.root) else self.source}",
                f"--CourseDirectory.notebook_id={GRADED_NOTEBOOK}",
                f"--CourseDirectory.db_url={self.db_url}",
                f"--Execute.timeout={cell_timeout}"]  # Execute goes on after errors (not configurable)
-        env = dict(os.environ)  # nbgrader calls `alembic`, which lives beside this Python
-        env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
         try:
             return subprocess.run(cmd, cwd=self.root, capture_output=True, text=True,
-                                  timeout=timeout, env=env)
+                                  timeout=timeout, env=_nbgrader_env())
         except subprocess.TimeoutExpired as exc:
             raise GradingError(f"nbgrader {args[0]} took longer than {timeout} s") from exc
 
+
+
+def _nbgrader_env() -> dict:
+    env = dict(os.environ)  # nbgrader calls `alembic`, which lives beside this Python
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def empty_gradebook() -> Path:
+    """An empty nbgrader gradebook (its tables and alembic version), made once per nbgrader
+    version under build/cache/ and copied into each new course: making one asks ``alembic
+    heads`` in a subprocess, about 5 s of CPU on this course's 2-core machine, which every
+    scratch course of a build or a test run paid again."""
+    import nbgrader
+
+    template = BUILD / "cache" / f"empty-gradebook-nbgrader-{nbgrader.__version__}.db"
+    if not template.exists():
+        template.parent.mkdir(parents=True, exist_ok=True)
+        tmp = template.with_name(f"{template.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
+        subprocess.run([sys.executable, "-c", "import sys; from nbgrader.api import Gradebook; "
+                        "Gradebook('sqlite:///' + sys.argv[1]).close()", str(tmp)],
+                       check=True, capture_output=True, env=_nbgrader_env(), timeout=300)
+        tmp.replace(template)   # atomic: parallel builds may make it at the same moment
+    return template
 
 
 def release(course: CourseDir, lesson: str) -> Path:

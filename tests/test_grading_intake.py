@@ -84,7 +84,7 @@ class AlwaysEqual(float):
 
 
 @pytest.mark.parametrize("value", [AlwaysEqual(1.0), object(), lambda: 1, np.array([object()]),
-                                   torch.ones(2, device="meta"), type("X", (), {})()])
+                                   type("X", (), {})()])
 def test_anything_else_is_refused(value):
     with pytest.raises(wire.NotPlain):
         wire.encode(value)

@@ -3,10 +3,17 @@
 Only these kinds of values cross: None, bool, int, float, str, and lists, tuples, dicts and
 sets of them; NumPy arrays (as ``.npy`` bytes, read back with ``allow_pickle=False``, never of
 dtype object); NumPy scalars (as Python numbers); torch tensors (as arrays, rebuilt as CPU
-tensors where torch is importable); ``torch.device`` and ``torch.dtype`` (by name); NumPy scalar types and dtypes (by name). Anything else
-raises :class:`NotPlain`. Decoding builds fresh objects of exactly these types from JSON, so a
-value that arrives behaves like the built-in it claims to be (no custom ``__eq__``, ``__float__``
-or ``__bool__`` survives the trip).
+tensors where torch is importable); tensors on the ``meta`` device (shape and dtype only, they
+hold no values; rebuilt as meta tensors); ``torch.device`` and ``torch.dtype`` (by name); NumPy
+scalar types and dtypes (by name); instances of dataclasses defined in ``course_lib`` (by the
+class's module and qualified name and the values of its ``__init__`` fields, each of them plain
+data again). Anything else raises :class:`NotPlain`. Decoding builds fresh objects of exactly
+these types from JSON, so a value that arrives behaves like the built-in it claims to be (no
+custom ``__eq__``, ``__float__`` or ``__bool__`` survives the trip). A dataclass instance is
+rebuilt by calling its class's own constructor with the decoded fields, and only when the class
+is found, by that name, in a ``course_lib`` module that the receiving process has already
+imported (the sender never makes it import anything), is a dataclass defined there under that
+name, and the fields sent are exactly the ones its constructor takes; anything else is refused.
 
 This module is also sent, as source, into the student's kernel (see :data:`KERNEL_HELPERS`),
 where it runs under the student's control: the trust lies only in :func:`decode` on the
@@ -23,11 +30,17 @@ in the checker), ``notplain`` (why it cannot cross) or ``missing``.
 from __future__ import annotations
 
 import base64
+import dataclasses
+import inspect
 import io
 import json
+import sys
+import types
 
 MAX_BYTES = 32 * 2**20      # largest encoded value accepted
 MAX_DEPTH = 32              # deepest nesting of containers
+MAX_DIMS = 64               # most dimensions of a meta tensor
+LIBRARY = "course_lib"      # the package whose dataclasses cross
 
 
 class NotPlain(TypeError):
@@ -75,7 +88,7 @@ def _tree(value, depth: int = 0):
         if name in ("Tensor", "Parameter"):
             tensor = value.detach()
             if tensor.device.type == "meta":
-                raise NotPlain("a tensor on the meta device (it has no values)")
+                return {"$": "meta", "v": list(tensor.shape), "dtype": str(tensor.dtype)}
             dtype = str(tensor.dtype)
             if dtype == "torch.bfloat16":
                 tensor = tensor.float()
@@ -84,7 +97,25 @@ def _tree(value, depth: int = 0):
             return {"$": "device", "v": str(value)}
         if name == "dtype":
             return {"$": "dtype", "v": str(value)}
+    if dataclasses.is_dataclass(kind) and (module == LIBRARY or module.startswith(LIBRARY + ".")):
+        names = _init_fields(kind)
+        return {"$": "dataclass", "v": [[n, _tree(getattr(value, n), depth + 1)] for n in names],
+                "cls": f"{module}:{kind.__qualname__}"}
     raise NotPlain(f"an object of type {module + '.' if module and module != 'builtins' else ''}{kind.__name__}")
+
+
+def _init_fields(cls) -> list:
+    """Names of ``cls``'s fields, when its constructor takes exactly these, in this order (so the
+    constructor alone rebuilds an instance: no ``init=False`` field, no ``InitVar``, no
+    hand-written ``__init__`` that takes something else); else NotPlain."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    try:
+        params = list(inspect.signature(cls).parameters)
+    except (TypeError, ValueError):
+        params = None
+    if "__dataclass_fields__" not in vars(cls) or params != names:
+        raise NotPlain(f"an instance of {cls.__qualname__}, a dataclass that its fields alone do not rebuild")
+    return names
 
 
 def encode(value) -> str:
@@ -134,6 +165,22 @@ def _build(data, depth: int = 0):
         dtype = getattr(torch, data["dtype"].removeprefix("torch."), None)
         tensor = torch.from_numpy(array.copy())
         return tensor.to(dtype) if isinstance(dtype, torch.dtype) else tensor
+    if tag == "meta" and type(v) is list and len(v) <= MAX_DIMS and type(data.get("dtype")) is str:
+        return _meta_tensor(v, data["dtype"])
+    if tag == "dataclass" and type(v) is list and type(data.get("cls")) is str:
+        cls = _library_dataclass(data["cls"])
+        pairs = [_pair(p) for p in v]
+        names = [n for n, _ in pairs]
+        if names != _init_fields_or_refuse(cls):
+            raise ValueError(f"malformed value (the fields of {cls.__qualname__} are not {names!r:.200})")
+        fields = {n: _build(x, depth + 1) for n, x in pairs}
+        try:
+            made = cls(**fields)
+        except Exception as exc:  # noqa: BLE001 - the class's own checks refused the fields
+            raise ValueError(f"malformed value ({cls.__qualname__} refused its fields: {str(exc)[:100]})") from None
+        if type(made) is not cls:
+            raise ValueError(f"malformed value ({cls.__qualname__} built something else)")
+        return made
     if tag in ("nptype", "npdtype") and type(v) is str and v.isalnum():
         import numpy as np
 
@@ -149,6 +196,46 @@ def _build(data, depth: int = 0):
         if isinstance(dtype, torch.dtype):
             return dtype
     raise ValueError(f"malformed value (tag {tag[:20]!r})")
+
+
+def _meta_tensor(shape: list, dtype_name: str):
+    """An empty tensor on the meta device of that shape and dtype."""
+    if any(type(n) is not int or not 0 <= n < 2**62 for n in shape):
+        raise ValueError("malformed value (the shape of a meta tensor)")
+    try:
+        import torch
+    except ImportError:
+        raise ValueError("malformed value (a meta tensor, and torch is missing)") from None
+    dtype = getattr(torch, dtype_name.removeprefix("torch."), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError("malformed value (the dtype of a meta tensor)")  # noqa: TRY004 - decode raises ValueError
+    try:
+        return torch.empty(shape, dtype=dtype, device="meta")
+    except (RuntimeError, ValueError, TypeError, OverflowError):   # e.g. more elements than fit in 64 bits
+        raise ValueError("malformed value (a meta tensor of that shape cannot exist)") from None
+
+
+def _library_dataclass(name: str):
+    """The dataclass named ``"module:qualname"``, defined under that name in an already imported
+    module of the library; ValueError for anything else."""
+    module, _, qualname = name.partition(":")
+    parts = module.split(".")
+    if parts[0] != LIBRARY or not all(p.isidentifier() for p in parts + qualname.split(".")):
+        raise ValueError(f"malformed value (class {name[:100]!r} is not one of {LIBRARY}'s)")
+    obj = sys.modules.get(module)
+    for part in qualname.split("."):
+        obj = vars(obj).get(part) if isinstance(obj, (type, types.ModuleType)) else None
+    if not (isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module
+            and obj.__qualname__ == qualname):
+        raise ValueError(f"malformed value (class {name[:100]!r} is no dataclass of an imported {LIBRARY} module)")
+    return obj
+
+
+def _init_fields_or_refuse(cls) -> list:
+    try:
+        return _init_fields(cls)
+    except NotPlain as exc:
+        raise ValueError(f"malformed value ({exc})") from None
 
 
 def _pair(p):

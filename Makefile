@@ -12,7 +12,7 @@ TORCH_VERSION := 2.13.0
 # machine's pip serves the CPU build); elsewhere pass PyTorch's CPU wheel index, e.g.
 #   make TORCH_CPU_PIP="--index-url https://download.pytorch.org/whl/cpu" course
 TORCH_CPU_PIP ?=
-# Workers for the test suite (pytest-xdist); notebooks of one file stay on one worker.
+# Workers for the test suite (pytest-xdist): whole files per worker, the slowest first (conftest.py).
 TEST_WORKERS ?= 2
 LESSONS ?=
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS="--port 9999 --no-browser"
@@ -33,7 +33,7 @@ course: setup
 # system_packages.sh: bubblewrap and Chromium (apt-get as root; otherwise their tests skip, saying why)
 test: setup
 	@sh scripts/system_packages.sh
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # JupyterLab on the course, opened on release/ (the student versions; written first if missing).
 # As root it passes --allow-root itself.

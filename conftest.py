@@ -29,6 +29,23 @@ def pytest_configure(config):
         pass
 
 
+# The test files that take longest (each 1-5 minutes of CPU on the 2-core machine), longest
+# first. `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: whole files go to
+# the two workers in collection order, so starting these first keeps the run from ending with
+# one long file on one worker while the other waits (xdist's own order, by number of tests,
+# started test_wrong_answers.py last).
+SLOWEST_FIRST = (
+    "tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_sandbox.py", "tests/test_grading.py",
+    "tests/test_hub.py", "tests/test_grading_parallel_attacks.py", "tests/test_grading_shards.py",
+    "tests/test_build.py", "tests/test_grading_kernels.py", "tests/test_grading_attacks.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))   # stable: others keep their order
+
+
 def pytest_ignore_collect(collection_path, config):
     if collection_path.name != "lecture.ipynb" or collection_path.parent.parent.name != "notebooks":
         return None

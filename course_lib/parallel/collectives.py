@@ -175,7 +175,9 @@ def builtin_allreduce(tensor: torch.Tensor) -> torch.Tensor:
 
 def check_worker(sizes: list[int], seed: int = 0) -> dict:
     """Worker for :func:`course_lib.parallel.launch.launch`: compare every allreduce with
-    ``dist.all_reduce`` on tensors of the given sizes. Returns ``{name: max abs error}``."""
+    ``dist.all_reduce`` on tensors of the given sizes. Returns ``{name: max abs error}``.
+    Uses the process group already there, if any (and then leaves it for the caller)."""
+    owns = not dist.is_initialized()
     rank, world, _ = init_process_group("gloo")
     errors = {name: 0.0 for name in ALLREDUCES}
     for size in sizes:
@@ -186,7 +188,8 @@ def check_worker(sizes: list[int], seed: int = 0) -> dict:
         for name, fn in ALLREDUCES.items():
             got = fn(x.clone())
             errors[name] = max(errors[name], float((got - expected).abs().max()) if size else 0.0)
-    dist.destroy_process_group()
+    if owns:
+        dist.destroy_process_group()
     return errors
 
 
@@ -196,7 +199,9 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
     All ranks start each repeat together (a barrier); the time is the slowest rank's, as
     seen by rank 0 after a final barrier. The names take turns within each repeat, so a
     change in the machine's load affects them alike. Returns ``{name: {numel: seconds}}``.
+    Uses the process group already there, if any (and then leaves it for the caller).
     """
+    owns = not dist.is_initialized()
     init_process_group("gloo", timeout=120)
     fns = dict(ALLREDUCES, builtin=builtin_allreduce)
     table = {name: {} for name in names}
@@ -214,15 +219,22 @@ def timing_worker(numels: list[int], names: list[str], repeat: int = 5) -> dict:
                 times[name].append(time.perf_counter() - start)
         for name in names:
             table[name][numel] = statistics.median(times[name])
-    dist.destroy_process_group()
+    if owns:
+        dist.destroy_process_group()
     return table
 
 
 def check_and_time_worker(check_sizes: list[int], numels: list[int], names: list[str],
                           repeat: int = 5) -> dict:
-    """Worker: :func:`check_worker` then :func:`timing_worker` in the same processes."""
+    """Worker: :func:`check_worker` then :func:`timing_worker` in the same processes and the
+    same process group. (A second group made in the same processes meets at the same port,
+    where a slow rank could still find the first group's store: all ranks then waited for
+    keys that never came, a hang seen once on a loaded machine.)"""
+    init_process_group("gloo", timeout=120)
     errors = check_worker(check_sizes)
-    return {"errors": errors, "seconds": timing_worker(numels, names, repeat)}
+    seconds = timing_worker(numels, names, repeat)
+    dist.destroy_process_group()
+    return {"errors": errors, "seconds": seconds}
 
 
 def check_and_measure(world_size: int, check_sizes=(0, 1, 7, 1001), numels=(10_000, 100_000, 1_000_000),

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 import course_lib
 from course_lib.models import count_parameters
+from course_lib.checks import zero as step_check
 from course_lib.parallel import zero
 from course_lib.training_memory import activation_bytes
 from course_tools.grading import CourseDir, grade_lesson, release, sandbox
@@ -110,14 +111,14 @@ def forgets_to_average(param, grad, momentum, lr, beta):
 
 
 def test_sharded_step_check_accepts_a_right_step_and_rejects_a_wrong_one():
-    assert zero.check_sharded_step(sharded_sgd_step, 3, numels=(10,)) < 1e-12
-    assert zero.check_sharded_step(forgets_to_average, 2, numels=(8,)) > 1e-3
+    assert step_check.check_sharded_step(sharded_sgd_step, 3, numels=(10,)) < 1e-12
+    assert step_check.check_sharded_step(forgets_to_average, 2, numels=(8,)) > 1e-3
 
 
 def rewrites_the_check_in_its_worker(param, grad, momentum, lr, beta):
     """Updates nothing; rewrites the check where it runs (the worker) instead."""
     import sys
-    module = sys.modules["course_lib.parallel.zero"]
+    module = sys.modules["course_lib.checks.zero"]
     module._worst = lambda values: 0.0
     module._difference = lambda got, expected: 0.0
     module.sharded_step_reference = lambda p, grads, m, lr, beta: (p, m)
@@ -147,16 +148,16 @@ def step_that_resizes_the_momentum(param, grad, momentum, lr, beta):
 
 
 def test_sharded_step_check_judges_in_the_caller():
-    assert zero.check_sharded_step(rewrites_the_check_in_its_worker, 2, numels=(8,)) > 1e-3
-    with pytest.raises(zero.MalformedResult, match="rank 0 sent back malformed data \\(not the dict"):
-        zero.check_sharded_step(forges_its_result, 2, numels=(8,))
-    with pytest.raises(zero.MalformedResult, match="rank 0 sent back malformed data \\(params\\)"):
-        zero.check_sharded_step(forges_the_parameters, 2, numels=(8,))
+    assert step_check.check_sharded_step(rewrites_the_check_in_its_worker, 2, numels=(8,)) > 1e-3
+    with pytest.raises(step_check.MalformedResult, match="rank 0 sent back malformed data \\(not the dict"):
+        step_check.check_sharded_step(forges_its_result, 2, numels=(8,))
+    with pytest.raises(step_check.MalformedResult, match="rank 0 sent back malformed data \\(params\\)"):
+        step_check.check_sharded_step(forges_the_parameters, 2, numels=(8,))
 
 
 def test_sharded_step_check_reports_nan_and_wrong_shapes():
-    assert math.isnan(zero.check_sharded_step(step_that_makes_nan, 2, numels=(8,)))
-    assert zero.check_sharded_step(step_that_resizes_the_momentum, 2, numels=(8,)) == math.inf
+    assert math.isnan(step_check.check_sharded_step(step_that_makes_nan, 2, numels=(8,)))
+    assert step_check.check_sharded_step(step_that_resizes_the_momentum, 2, numels=(8,)) == math.inf
 
 
 def test_reference_step_is_torch_sgd_with_momentum():
@@ -169,7 +170,7 @@ def test_reference_step_is_torch_sgd_with_momentum():
         grads = [torch.randn(6, generator=gen, dtype=torch.float64) for _ in range(2)]
         param.grad = torch.stack(grads).mean(0)
         opt.step()
-        mine, m = zero.sharded_step_reference(mine, grads, m, 0.1, 0.9)
+        mine, m = step_check.sharded_step_reference(mine, grads, m, 0.1, 0.9)
     assert torch.allclose(param.detach(), mine)
 
 
@@ -180,12 +181,12 @@ STEP_POINTS = 4.0
 ATTACKS = {
     # the parameters left as they were; the check rewritten in the kernel and in every worker
     "patch_judge": (
-        "from course_lib.parallel import zero as _z\n"
+        "from course_lib.checks import zero as _z\n"
         "_z.check_sharded_step = lambda *a, **k: 0.0\n"
         "\n"
         "def sharded_momentum_step(param, grad, momentum, lr, beta):\n"
         "    import sys\n"
-        "    for name in ('course_lib.parallel.zero', '__main__'):\n"
+        "    for name in ('course_lib.checks.zero', '__main__'):\n"
         "        module = sys.modules.get(name)\n"
         "        if module is not None:\n"
         "            module.check_sharded_step = lambda *a, **k: 0.0\n"

@@ -5,6 +5,7 @@
   ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
+- :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).
 
 The multi-process checks are imported from their modules (they import torch.distributed);
 this package itself imports only the light core.

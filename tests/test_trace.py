@@ -141,12 +141,14 @@ def test_record_training_refuses_a_short_loader():
 
 
 def test_a_starved_loader_shows_in_the_ranges(tmp_path):
-    slow = DataLoader(SlowDataset(TensorDataset(torch.randn(12, 1, 28, 28), torch.arange(12) % 10), 0.004),
+    # 60 ms per sample: a LeNet step on 4 images takes about 10 ms here, and once took 190 ms on
+    # a loaded CI machine, when 4 ms per sample no longer starved the loop
+    slow = DataLoader(SlowDataset(TensorDataset(torch.randn(12, 1, 28, 28), torch.arange(12) % 10), 0.06),
                       batch_size=4)
     prof = trace.record_training(LeNet(), slow, steps=2, warmup=1)
     loaded = trace.load_trace(trace.export_trace(prof, tmp_path / "slow.json"))
     ranges = trace.summarise_ranges(loaded.events)
-    assert ranges.seconds["data"] >= 2 * 4 * 0.004  # two batches of four 4 ms sleeps
+    assert ranges.seconds["data"] >= 2 * 4 * 0.06  # two batches of four 60 ms sleeps
     assert ranges.share("data") > ranges.share("step")
 
 

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from scratch_course import scratch_course
 
-from course_tools.grading import CourseDir, grade_lesson, release
+from course_tools.grading import grade_lesson
 from course_tools.grading import sandbox
 from course_tools.grading.sandbox import Limits
 from course_tools.grading.segments import split_hidden, visible_part
-from course_tools.paths import NOTEBOOKS
 
 LESSON = "01_hardware_foundations"
 FULL = 14.0
@@ -182,10 +182,7 @@ def _submissions(source, blank, root: Path):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
-    source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    course, source = scratch_course(root, LESSON)
     src_nb = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
     subs, honest = _submissions(src_nb, blank, root)

@@ -15,21 +15,19 @@ import copy
 import json
 import linecache
 import re
-import shutil
 from pathlib import Path
 from unittest import mock
 
 import nbformat
 import numpy as np
 import pytest
+from scratch_course import scratch_course
 
 from course_lib import access_counts, hardware, kernels
 from course_tools.grading import (
-    CourseDir,
     checker,
     grade_lesson,
     kernel_source,
-    release,
     sandbox,
     wire,
 )
@@ -426,10 +424,7 @@ def graded(tmp_path_factory):
     if not sandbox.bubblewrap():
         pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
     root = tmp_path_factory.mktemp("course")
-    source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    course, source = scratch_course(root, LESSON)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
     incoming = root / "incoming"
     for student, nb in _submissions(blank).items():

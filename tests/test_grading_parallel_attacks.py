@@ -32,15 +32,14 @@ lesson fell back to the kernel).
 """
 import copy
 import json
-import shutil
 
 import nbformat
 import pytest
+from scratch_course import scratch_course
 
-from course_tools.grading import CourseDir, grade_lesson, release, sandbox
+from course_tools.grading import grade_lesson, sandbox
 from course_tools.grading.integrity import guarded_test
 from course_tools.grading.sandbox import Limits
-from course_tools.paths import NOTEBOOKS
 
 LESSON = "11_parameter_servers_and_collectives"
 FULL = 12.0
@@ -141,10 +140,7 @@ def _honest(source, blank):
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
-    source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    course, source = scratch_course(root, LESSON)
     src_nb = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
     honest = _honest(src_nb, blank)

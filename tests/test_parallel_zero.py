@@ -5,13 +5,13 @@ as a student would write them."""
 import copy
 import json
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
+from scratch_course import scratch_course
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -21,9 +21,8 @@ from course_lib.models import count_parameters
 from course_lib.checks import zero as step_check
 from course_lib.parallel import zero
 from course_lib.training_memory import activation_bytes
-from course_tools.grading import CourseDir, grade_lesson, release, sandbox
+from course_tools.grading import grade_lesson, sandbox
 from course_tools.grading.sandbox import Limits
-from course_tools.paths import NOTEBOOKS
 
 
 def test_zero_paper_figure_1():
@@ -216,10 +215,7 @@ def graded(tmp_path_factory):
     if Path(installed).resolve() != Path(course_lib.__file__).resolve():
         pytest.skip(f"the grading sandbox would import course_lib from {installed!r}, not from this checkout")
     root = tmp_path_factory.mktemp("course")
-    source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    course, source = scratch_course(root, LESSON)
     reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     honest = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
     for c in reference.cells:

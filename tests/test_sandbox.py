@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from scratch_course import scratch_course
 
 from course_tools import paths
 from course_tools.grading import execute, feedback, integrity, kernel as kernel_mod, sandbox, segments, submission
@@ -150,10 +151,7 @@ def graded(tmp_path_factory):
     if not sandbox.bubblewrap():
         pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
     root = tmp_path_factory.mktemp("course")
-    source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    course, source = scratch_course(root, LESSON)
     reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
     incoming = root / "incoming"

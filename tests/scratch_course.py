@@ -1,4 +1,5 @@
 """A scratch nbgrader course holding one lesson, for tests that grade submissions."""
+import json
 import shutil
 from pathlib import Path
 
@@ -13,3 +14,10 @@ def scratch_course(root: Path, lesson: str) -> tuple[CourseDir, Path]:
     course = CourseDir(root, source)
     release(course, lesson)
     return course, source
+
+
+def kernel_judged(course: CourseDir, lesson: str) -> list[str]:
+    """The test cells that the last ``grade_lesson`` of ``lesson`` in ``course`` judged in the
+    students' kernels instead of the trusted checker (its cached plan); [] when none."""
+    plan = json.loads((course.root / "build" / "grading" / lesson / "plan.json").read_text())
+    return sorted(gid for gid, where in plan["plan"].items() if where != "checker")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import scratch_course
+from scratch_course import kernel_judged, scratch_course
 
 from course_tools.grading import grade_lesson
 from course_tools.grading import sandbox
@@ -247,6 +247,10 @@ REASON = {"f_link_notebook": "symbolic link", "f_link_folder": "symbolic link", 
           "timestamp": "timestamp.txt is not a date", "memory": "memory limit", "disk": "disk limit",
           "processes": "process limit", "output": "output of cell", "honest": "graded normally",
           "md_hidden": "graded normally", "empty_meta": "graded normally"}
+
+
+def test_every_test_cell_is_judged_by_the_checker(graded):
+    assert kernel_judged(graded["course"], LESSON) == []
 
 
 @pytest.mark.parametrize("student", ZERO)

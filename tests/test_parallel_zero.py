@@ -242,7 +242,8 @@ def graded(tmp_path_factory):
 @pytest.mark.timeout(1200)
 def test_graded_sharded_step_is_judged_by_the_checker(graded):
     plan = graded["plan"]
-    assert {gid: plan["plan"][gid] for gid in STEP_CELLS} == {gid: "checker" for gid in STEP_CELLS}, plan
+    assert set(STEP_CELLS) <= set(plan["plan"])
+    assert [gid for gid, where in plan["plan"].items() if where != "checker"] == [], plan  # every test cell
     honest = graded["by"]["honest"]
     assert honest.score == 14.0, (honest.score, honest.reason, honest.cells)
     for student in ATTACKS:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import scratch_course
+from scratch_course import kernel_judged, scratch_course
 
 from course_tools import paths
 from course_tools.grading import execute, feedback, integrity, kernel as kernel_mod, sandbox, segments, submission
@@ -49,6 +49,19 @@ ip = get_ipython()
 ip.showtraceback = lambda *a, **k: None
 ip.set_custom_exc((BaseException,), lambda *a, **k: None)
 sys.excepthook = lambda *a: None
+"""
+
+# reads that a test cell's @in_student_kernel functions run in the kernel, so it answers the
+# visible tests' probes with the values those checks want and does nothing real. Whatever it
+# answers is plain data checked in the checker, so it earns what hard-coding those values in
+# robust_time would: here the visible sleep test; the hidden probes, unseen, get None
+HIJACK_PROBES = """\
+import unittest.mock
+unittest.mock.patch = lambda *a, **k: unittest.mock.MagicMock()
+canned = {"time_a_sleep": 0.01, "time_slow_first": [0.002, 6]}
+def _fake_probe(token, name, source, payload):
+    _course_wire._course_reply(token, {"value": _course_wire.encode(canned.get(name))})
+_course_wire._course_probe = _fake_probe
 """
 
 PATCH_KERNEL_REPLIES = """\
@@ -120,7 +133,8 @@ def _submissions(reference, blank, course_root):
     noisy = copy.deepcopy(reference)
     _insert_after(noisy, "ex1_hidden", "print('\\n'.join(str(i) for i in range(10**6)))\n")
     subs["million_lines"] = noisy
-    for name, attack in (("fake_checks", NEUTRALISE_CHECKS), ("fake_replies", PATCH_KERNEL_REPLIES)):
+    for name, attack in (("fake_checks", NEUTRALISE_CHECKS), ("fake_replies", PATCH_KERNEL_REPLIES),
+                         ("hijacks_probes", HIJACK_PROBES)):
         nb = ref_with(**WRONG_BUT_DEFINED)
         nb.cells.insert(2, nbformat.v4.new_code_cell(attack))
         subs[name] = nb
@@ -185,8 +199,13 @@ EXPECTED = {  # student: (exercises that must score nothing, words the reason mu
     "missing": (ALL, "missing file exercises.ipynb"),
     "million_lines": ((), "output of cell"),
     "fake_checks": (ALL, ""),
-    "fake_replies": (ALL, "integrity check failed"),
+    # every test cell of lesson 00 is judged in the checker, so the kernel's faked "ok" replies
+    # and dropped raises reach no verdict: the wrong answers simply fail
+    "fake_replies": (ALL, "graded normally"),
     "wrong_plain": (ALL, "graded normally"),
+    # canned probe answers pass what hard-coding them in robust_time would (the visible 10 ms
+    # sleep); the hidden tests' probes, unseen, fail (see test_probe_hijack_...)
+    "hijacks_probes": (("ex1", "ex2", "ex3"), "graded normally"),
     "leaks_hidden": ((), "graded normally"),
 }
 # lesson 00's timer tests measure sleeps: on a machine loaded by other tests they can fail for
@@ -222,7 +241,20 @@ def test_each_submission_gets_its_score_and_a_plain_reason(graded, student):
             assert got == 0, (student, cell, got)
         elif got < top:
             errors = json.dumps(_cell(autograded, cell).outputs)
-            assert cell in TIMING and TIMING[cell] in errors, (student, cell, got, outcome.reasons)
+            assert cell in TIMING and TIMING[cell] in errors or student == "hijacks_probes", (
+                student, cell, got, outcome.reasons)
+
+
+@needs_bwrap
+def test_every_test_cell_is_judged_by_the_checker(graded):
+    assert kernel_judged(graded["course"], LESSON) == []
+
+
+@needs_bwrap
+def test_probe_hijack_earns_only_what_hard_coding_would(graded):
+    scores = _cell_scores(graded["course"], "hijacks_probes")
+    assert scores["ex4_hidden"][0] == 0 and scores["ex2_hidden"][0] == 0, scores
+    assert graded["by"]["hijacks_probes"].score <= POINTS["ex4"] - 2, scores  # at most ex4_visible
 
 
 REFUSED = ("not_json", "missing")
@@ -255,7 +287,7 @@ def test_gradebook_course_files_and_csv_are_intact(graded):
 @needs_bwrap
 def test_feedback_never_shows_hidden_tests(graded):
     course = graded["course"]
-    hidden = ["np.int8", "(2, 0, 7)", "OneOutlier", "60000", "is available"]
+    hidden = ["np.int8", "(2, 0, 7)", "time_one_outlier", "60000", "is available"]
     for student in ("reference", "blank", "wrong_plain", "edits_tests", "leaks_hidden"):
         html = (course.root / "feedback" / student / LESSON / "exercises.html").read_text()
         assert "BEGIN HIDDEN TESTS" not in html

@@ -3,6 +3,8 @@
 - :mod:`.core`: ``check_close``, ``check_array_close``, ``check_equal``, ``check_in``,
   ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises
   ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
+- :mod:`.probe`: ``in_student_kernel``, for the part of a test that must run in the student's
+  kernel (patching a module around the student's function, passing it a callable or a model).
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 - :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).
@@ -11,6 +13,7 @@ The multi-process checks are imported from their modules (they import torch.dist
 this package itself imports only the light core.
 """
 from .core import CheckFailed, check_array_close, check_close, check_equal, check_in, check_raises, check_true
+from .probe import in_student_kernel
 
 __all__ = ["CheckFailed", "check_array_close", "check_close", "check_equal", "check_in", "check_raises",
-           "check_true"]
+           "check_true", "in_student_kernel"]

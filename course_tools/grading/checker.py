@@ -19,7 +19,9 @@ fails with the reason); ``{"op": "run", "code": str, "ns": key, "save": key}`` r
 saved namespace when ``ns`` is given, saving a copy afterwards when ``save`` is given) and
 answers ``{"op": "done", "ok": bool, "stdout": str, "ename": str, "evalue": str, "lines": [...]}``.
 While code runs, a proxy writes ``{"op": "call", "name", "args"}`` and reads
-``{"op": "result", ...}``.
+``{"op": "result", ...}``; a probe (a test cell's ``@in_student_kernel`` function, see
+``course_lib.checks.probe``) writes ``{"op": "probe", "name", "source", "args"}``: the grader
+defines that instructor code in the student's kernel, calls it there, and answers the same way.
 
 Run as ``python checker.py`` with this folder on ``sys.path`` (only ``wire`` and
 ``kernel_source`` are imported).
@@ -29,6 +31,7 @@ from __future__ import annotations
 import builtins
 import io
 import json
+import linecache
 import os
 import sys
 import traceback
@@ -76,31 +79,67 @@ def _call_text(name: str, args, kwargs) -> str:
     return f"{name}({text if len(text) < 120 else text[:117] + '...'})"
 
 
+def _ask(channel: Channel, wire, request: dict, call: str):
+    """Send one call to the student's kernel (``request`` without its arguments' reply) and
+    return the decoded plain data that comes back, or raise what the student's code raised."""
+    channel.send(request)
+    reply = channel.receive()
+    if reply.get("op") != "result":
+        raise StudentError(f"{call}: no answer from your kernel")
+    if "timeout" in reply:
+        raise StudentError(f"{call} did not finish in time ({reply['timeout']})")
+    if "error" in reply:
+        raise _exception_for(str(reply["error"])[:80], str(reply.get("message", ""))[:2000], call)
+    if "notplain" in reply:
+        raise StudentError(f"{call} returned {str(reply['notplain'])[:200]}; only numbers, strings, "
+                           "booleans, None, lists, tuples, dicts, arrays and tensors can be graded")
+    try:
+        return wire.decode(reply.get("value"))
+    except (ValueError, TypeError, RecursionError) as exc:
+        raise StudentError(f"{call} returned data the grader cannot read ({str(exc)[:100]})") from None
+
+
+def _payload(wire, name: str, args, kwargs) -> str:
+    try:
+        return wire.encode([list(args), dict(kwargs)])
+    except wire.NotPlain as exc:
+        raise StudentError(f"{name} cannot be graded outside your kernel: the test passes it {exc}") from None
+
+
 def make_proxy(name: str, channel: Channel, wire, source=None):
     def proxy(*args, **kwargs):
-        try:
-            payload = wire.encode([list(args), dict(kwargs)])
-        except wire.NotPlain as exc:
-            raise StudentError(f"{name} cannot be graded outside your kernel: the test passes it {exc}") from None
-        channel.send({"op": "call", "name": name, "args": payload})
-        reply = channel.receive()
-        call = _call_text(name, args, kwargs)
-        if reply.get("op") != "result":
-            raise StudentError(f"{call}: no answer from your kernel")
-        if "timeout" in reply:
-            raise StudentError(f"{call} did not finish in time ({reply['timeout']})")
-        if "error" in reply:
-            raise _exception_for(str(reply["error"])[:80], str(reply.get("message", ""))[:2000], call)
-        if "notplain" in reply:
-            raise StudentError(f"{call} returned {str(reply['notplain'])[:200]}; only numbers, strings, "
-                               "booleans, None, lists, tuples, dicts, arrays and tensors can be graded")
-        try:
-            return wire.decode(reply.get("value"))
-        except (ValueError, TypeError, RecursionError) as exc:
-            raise StudentError(f"{call} returned data the grader cannot read ({str(exc)[:100]})") from None
+        request = {"op": "call", "name": name, "args": _payload(wire, name, args, kwargs)}
+        return _ask(channel, wire, request, _call_text(name, args, kwargs))
     proxy.__name__ = proxy.__qualname__ = name
     proxy.__course_source__ = source if type(source) is str else None
     return proxy
+
+
+def probe_source(fn) -> str:
+    """The source of a test cell's ``@in_student_kernel`` function, its decorators removed."""
+    import ast  # noqa: PLC0415
+    import inspect  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
+    try:
+        node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError) as exc:
+        raise TypeError(f"in_student_kernel needs a function defined in a test cell ({exc})") from None
+    if not isinstance(node, ast.FunctionDef):
+        raise TypeError("in_student_kernel needs a function defined with def")
+    node.decorator_list = []
+    return ast.unparse(node)
+
+
+def make_probe(fn, channel: Channel, wire):
+    """The checker's stand-in for a probe: it runs ``fn``'s source in the student's kernel."""
+    name, source = fn.__name__, probe_source(fn)
+
+    def probe(*args, **kwargs):
+        request = {"op": "probe", "name": name, "source": source, "args": _payload(wire, name, args, kwargs)}
+        return _ask(channel, wire, request, _call_text(name, args, kwargs))
+    probe.__name__ = probe.__qualname__ = name
+    return probe
 
 
 class Missing:
@@ -142,6 +181,7 @@ def install(ns: dict, kinds: dict, channel: Channel, wire, kernel_source) -> Non
 
 
 def _run(code: str, ns: dict) -> dict:
+    linecache.cache[CELL] = (len(code), None, code.splitlines(True), CELL)  # probes read their source
     out = io.StringIO()
     old = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
@@ -190,6 +230,9 @@ def main() -> None:
             install(ns, req["kinds"], channel, wire, kernel_source)
             channel.send({"op": "done", "ok": True, "stdout": ""})
         elif op == "run":
+            probes = sys.modules.get("course_lib.checks.probe")   # imported by the setup cells
+            if probes is not None:
+                probes.RUNNER = lambda fn: make_probe(fn, channel, wire)
             reply = _run(req["code"], ns)
             if req.get("save"):
                 spaces[req["save"]] = dict(ns)

@@ -1,16 +1,19 @@
 """Step 5 of grading: run one submission. The student's cells run in the sandboxed kernel; test
 cells are judged where the lesson's plan (``plan``) says:
 
-* ``checker`` (the default, and all of lesson 01): the trusted checker runs the test cell; the
+* ``checker`` (the default, and every test cell of the course's lessons): the trusted checker runs the test cell; the
   student's names reach it only as plain data, as proxy calls (``wire``), or, for Numba CUDA
   kernels, as source that the checker checks and compiles itself (``kernel_source``). The
   visible part runs in notebook order; the hidden part runs after the whole notebook, so hidden
   arguments reach the student's kernel only when nothing it prints can reach the feedback any
   more (if the checker was restarted since, the visible part runs again first).
-* ``kernel`` (cells whose checks need the student's own objects: models, callables passed in,
-  a module patched around a student's function): the test cell runs in the student's kernel,
-  guarded as in ``integrity``. Once a hidden test has run there, later output of that kernel is withheld
-  from the feedback.
+  What a test must do in the student's kernel (patch a module around a student's function,
+  pass it a callable or a model) it does in an ``@in_student_kernel`` function (a probe,
+  ``course_lib.checks.probe``) whose plain-data result comes back to the checker.
+* ``kernel`` (the fallback for a test cell whose reference solution fails in the checker;
+  ``course grade`` warns when one appears): the test cell runs in the student's kernel, guarded
+  as in ``integrity``. Once a hidden test has run there, later output of that kernel is
+  withheld from the feedback.
 
 Never raises for anything the student's code does: every failure is a failed test with a
 reason in plain words.
@@ -160,9 +163,9 @@ class Runner:
                 return self._checker_lost(f"the test did not finish in time (limit {self.limits.cell_seconds:g} s)")
             if msg.get("op") == "done":
                 return msg
-            if msg.get("op") == "call" and msg.get("name") in self.lesson["names"]:
+            call = self._kernel_call(msg)
+            if call:
                 left = max(0.5, deadline - time.monotonic())
-                call = f"_course_wire._course_call({self.token!r}, {msg['name']!r}, {msg.get('args', '')!r})"
                 reply = self._ask_kernel(call, left)
                 if reply is None or not self.kernel.alive():
                     reply = {"error": "KernelError", "message": "your kernel stopped or sent no answer"}
@@ -176,6 +179,16 @@ class Runner:
                         self.restart_kernel(deadline)
                 self.checker.send({"op": "result", **{k: v for k, v in reply.items()
                                                       if k in ("value", "error", "message", "notplain", "timeout")}})
+
+    def _kernel_call(self, msg: dict) -> str:
+        """The kernel code for a checker's request: a call of one of the student's names, or a
+        probe (the test cell's own function, run in the kernel); "" for anything else."""
+        args = str(msg.get("args", ""))
+        if msg.get("op") == "call" and msg.get("name") in self.lesson["names"]:
+            return f"_course_wire._course_call({self.token!r}, {msg['name']!r}, {args!r})"
+        if msg.get("op") == "probe" and str(msg.get("name", "")).isidentifier() and isinstance(msg.get("source"), str):
+            return f"_course_wire._course_probe({self.token!r}, {msg['name']!r}, {msg['source']!r}, {args!r})"
+        return ""
 
     def _checker_lost(self, why: str) -> dict:
         """The checker timed out or died: start a fresh one (setup cells run again later)."""

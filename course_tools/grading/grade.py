@@ -15,6 +15,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -194,6 +195,12 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
                 shutil.rmtree(ref_dir, ignore_errors=True)
 
         plan, note = lesson_plan(course.root, lesson, source_nb, release_nb, reference)
+        in_kernel = [gid for gid, where in plan.items() if where != "checker"]
+        if in_kernel:  # the instructor's to fix: the verdicts of these cells can be rewritten by students
+            print(f"course grade {lesson}: warning: test cells {', '.join(in_kernel)} are judged in the students' "
+                  f"kernels, where student code can change the verdict, because the reference solution fails them "
+                  f"in the trusted checker{' (' + note + ')' if note else ''}; make them pass plain data to the "
+                  "student's functions, or wrap what needs the kernel in @in_student_kernel", file=sys.stderr, flush=True)
         ctx["facts"] = lesson_facts(source_nb, plan)
         for s in mine:
             if s in refused:

@@ -2,10 +2,11 @@
 lesson by grading its reference solution.
 
 A test cell is judged by the trusted checker when the reference solution passes it there: its
-checks then need nothing from the student's kernel but plain data and Numba CUDA kernels (those
-cross as source and are rebuilt in the checker, ``kernel_source``). Every other test cell (its
-checks need the student's own objects: a model, a callable passed in, a module patched around a
-student's function) is judged in the student's kernel, guarded. The plan is
+checks then need nothing from the student's kernel but plain data, Numba CUDA kernels (those
+cross as source and are rebuilt in the checker, ``kernel_source``) and the plain results of its
+``@in_student_kernel`` probes. Every other test cell (the lesson's author has left it needing
+the student's own objects) is judged in the student's kernel, guarded, and ``course grade``
+warns about it; every lesson of the course is judged wholly in the checker. The plan is
 checked with a second reference run when it mixes the two; if the reference then misses a
 point, every cell of the lesson is judged in the kernel and the plan says why. The result is
 cached in ``build/grading/<lesson>/plan.json``, keyed by a hash of the notebooks and the code

@@ -259,12 +259,12 @@ def _course_reply(token, reply):
     _sys.__stdout__.flush()
     print(token + _b64.b64encode(_json.dumps(reply).encode()).decode(), flush=True)
 
-def _course_call(token, name, payload):
+def _course_call(token, name, payload, fn=None):
     import contextlib as _ctx, io as _io, traceback as _tb
     sink = _io.StringIO()
     try:
         args, kwargs = decode(payload)
-        fn = get_ipython().user_ns[name]
+        fn = get_ipython().user_ns[name] if fn is None else fn
         with _ctx.redirect_stdout(sink), _ctx.redirect_stderr(sink):
             result = fn(*args, **kwargs)
         reply = {"value": encode(result)}
@@ -275,6 +275,18 @@ def _course_call(token, name, payload):
         reply = {"error": type(exc).__name__, "message": str(exc)[:2000],
                  "traceback": "".join(_tb.format_list(frames[-8:]))[-4000:]}
     _course_reply(token, reply)
+
+def _course_probe(token, name, source, payload):
+    # a test cell's @in_student_kernel function (the instructor's code, sent by the checker):
+    # defined with the notebook's names as its globals, called like a student's function
+    holder = {}
+    try:
+        exec(compile(source, "<course probe>", "exec"), get_ipython().user_ns, holder)
+        fn = holder[name]
+    except BaseException as exc:
+        _course_reply(token, {"error": type(exc).__name__, "message": str(exc)[:2000]})
+        return
+    _course_call(token, name, payload, fn)
 
 def _course_source(fn):
     import inspect as _inspect, textwrap as _textwrap

@@ -38,6 +38,7 @@ SLOWEST_FIRST = (
     "tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_sandbox.py", "tests/test_grading.py",
     "tests/test_hub.py", "tests/test_grading_parallel_attacks.py", "tests/test_grading_shards.py",
     "tests/test_build.py", "tests/test_grading_kernels.py", "tests/test_grading_attacks.py",
+    "tests/test_grading_plans.py",
 )
 
 

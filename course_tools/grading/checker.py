@@ -28,12 +28,15 @@ Run as ``python checker.py`` with this folder on ``sys.path`` (only ``wire`` and
 """
 from __future__ import annotations
 
+import ast
 import builtins
+import inspect
 import io
 import json
 import linecache
 import os
 import sys
+import textwrap
 import traceback
 
 CELL = "<test cell>"
@@ -117,10 +120,6 @@ def make_proxy(name: str, channel: Channel, wire, source=None):
 
 def probe_source(fn) -> str:
     """The source of a test cell's ``@in_student_kernel`` function, its decorators removed."""
-    import ast  # noqa: PLC0415
-    import inspect  # noqa: PLC0415
-    import textwrap  # noqa: PLC0415
-
     try:
         node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
     except (OSError, TypeError, SyntaxError, IndexError) as exc:

@@ -87,6 +87,8 @@ WRONG_ANSWERS = {
     optimizer.zero_grad()
     loss.backward()
     return loss.detach()"""),
+        # returns the loss still attached to the graph (keeps every step's graph alive)
+        ('return loss.detach()', 'return loss'),
     ],
     'ex4_fit': [
         # the slope taken as the bandwidth (it is seconds per byte)

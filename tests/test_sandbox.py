@@ -427,3 +427,15 @@ def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
         assert changed == ["math.isclose", "torch.Tensor.__eq__"]
     finally:
         kernel.close()
+
+
+def test_where_systemd_can_start_scopes_each_sandbox_gets_its_own_cgroup_limits(monkeypatch, tmp_path):
+    """The systemd path, on a machine without systemd (like CI): the command line it would run."""
+    monkeypatch.setattr(sandbox, "bubblewrap", lambda: "/usr/bin/bwrap")
+    monkeypatch.setattr(sandbox, "systemd_scope", lambda: "/usr/bin/systemd-run")
+    limits = Limits(memory_bytes=3 * 2**30, processes=77)
+    argv = sandbox.sandbox_argv(["python", "-c", "pass"], None, tmp_path, None, None, limits=limits)
+    assert argv[:8] == ["/usr/bin/systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={3 * 2**30}",
+                        "-p", "TasksMax=77", "--"]
+    assert argv[8] == "/usr/bin/bwrap" and argv[-3:] == ["python", "-c", "pass"]
+    assert "systemd scope" in sandbox.limits_in_force()

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from typing import Callable, Mapping
 
-import matplotlib.pyplot as plt
 import torch
 
 
@@ -277,6 +276,7 @@ def pipeline_seconds(chunks: int, compute_seconds: float, copy_seconds: float,
 # ----------------------------------------------------------------- plot
 def gantt(schedule: Schedule, ax=None, title: str = "", unit: str = "s"):
     """A Gantt chart of ``schedule`` (one row per device); returns the axes."""
+    import matplotlib.pyplot as plt  # lazy: pipeline workers import this module and never draw
     scale = {"s": 1.0, "ms": 1e3, "us": 1e6}[unit]
     devices = sorted({s.device for s in schedule.slots})
     if ax is None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import time
 
-import matplotlib.pyplot as plt
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -123,6 +122,7 @@ def peak_in_flight(order: list[list[Op]]) -> list[int]:
 def gantt(schedule: Schedule, ax=None, title: str = ""):
     """Lesson 07's Gantt chart of a pipeline schedule, bars labelled ``F3``/``B3`` (the stage is
     the row); forward bars light, backward bars dark."""
+    import matplotlib.pyplot as plt  # lazy: 0.35 s of every worker process, which never draws
     short = Schedule([Slot(sl.task.split("@")[0], sl.device, sl.start, sl.end) for sl in schedule.slots])
     rows = sorted({sl.device for sl in short.slots})
     if ax is None:

@@ -26,8 +26,6 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from .launch import init_process_group, launch
 
@@ -155,6 +153,9 @@ def tp_worker(d_model: int = 32, d_hidden: int = 128, batch: int = 8, seed: int 
 
     dtensor = copy.deepcopy(full)
     dtensor.zero_grad(set_to_none=True)
+    from torch.distributed.device_mesh import init_device_mesh  # lazy: DTensor costs the notebook 0.5 s
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
     mesh = init_device_mesh(device.type, (world,))
     parallelize_module(dtensor, mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
     x_dt = x.clone().requires_grad_()

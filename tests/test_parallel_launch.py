@@ -3,6 +3,7 @@ read as plain data only, and bounded failure (dead or hung worker)."""
 import inspect
 import os
 import pickle
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,9 +17,11 @@ from course_lib.parallel.launch import (
     WorkerFailed,
     WorkerResultRefused,
     WorkerTimeout,
+    _ephemeral_ports,
     free_port,
     job_for,
     launch,
+    workers_store,
 )
 
 
@@ -125,8 +128,39 @@ def _pids():
     return {p.pid for p in psutil.Process().children(recursive=True)}
 
 
-def test_free_port_is_a_port():
-    assert 0 < free_port() < 65536
+def test_free_port_is_free_and_outside_the_range_the_os_hands_out():
+    low, _ = _ephemeral_ports()
+    port = free_port()
+    assert 0 < port < 65536 and (port < low or low <= 11_000)
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))
+
+
+def store_port_and_mode():
+    import os
+    return int(os.environ["MASTER_PORT"]), os.environ["TORCHELASTIC_USE_AGENT_STORE"]
+
+
+def test_workers_meet_at_a_store_the_launcher_already_listens_on():
+    """No other program (another launch's gloo connections, which bind port 0) can take the
+    rendezvous port between its choice and its use: it is bound before any worker starts."""
+    store = workers_store(10.0)
+    with socket.socket() as sock, pytest.raises(OSError):
+        sock.bind(("127.0.0.1", store.port))
+    del store
+    (port0, mode0), (port1, _) = launch(store_port_and_mode, 2, timeout=60)
+    assert port0 == port1 and mode0 == "True"
+    assert launch(allreduce_ranks, 2, timeout=60) == [1.0, 1.0]   # ranks 0 + 1, as clients of it
+
+
+def allreduce_ranks():
+    import torch
+    import torch.distributed as dist
+    from course_lib.parallel.launch import init_process_group
+    rank, _, _ = init_process_group("gloo")
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t)
+    return float(t)
 
 
 def test_job_for_ships_source_of_local_functions_and_names_library_ones():

@@ -17,8 +17,9 @@ nothing that can run code in the process that reads them, since workers run code
 does not trust (a student's). Arguments go the other way by ``pickle``: the caller trusts itself.
 
 Every worker gets the usual ``torchrun`` environment (``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), so the same worker code also runs
-under ``torchrun``. Each worker lives in its own process group; on a timeout, or as
+``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) and meets the others at a store that the
+parent holds, as ``torchrun``'s agent does (:func:`workers_store`), so the same worker code
+also runs under ``torchrun``. Each worker lives in its own process group; on a timeout, or as
 soon as one worker fails, the parent kills every group and raises an error that names
 the rank and shows the end of its output. Nothing is left running.
 """
@@ -30,6 +31,7 @@ import importlib
 import inspect
 import os
 import pickle
+import random
 import signal
 import socket
 import subprocess
@@ -72,11 +74,41 @@ class Job:
     name: str | None = None
 
 
+def _ephemeral_ports() -> tuple[int, int]:
+    """The range the OS picks ports from when a program binds port 0 (Linux's default if unknown)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port() -> int:
-    """A TCP port on localhost that nothing listens on right now."""
+    """A TCP port on localhost that nothing listens on right now, chosen at random below the
+    OS's ephemeral range: a program that binds port 0 (gloo does, for every connection it
+    listens on) can never be given it while it waits to be used (e.g. by ``torchrun``)."""
+    low, _ = _ephemeral_ports()
+    candidates = range(10_000, low) if low > 11_000 else range(low, 65_536)
+    for _ in range(200):
+        port = random.choice(candidates)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def workers_store(timeout: float):
+    """The key-value store the workers of one launch meet at, held by the launching process (as
+    ``torchrun``'s agent holds it): it listens, on a port the OS chose, before any worker starts
+    and until they have all ended, so no other program can take that port in between. Workers
+    join it as clients (``TORCHELASTIC_USE_AGENT_STORE``, set by :func:`_worker_env`)."""
+    return dist.TCPStore("127.0.0.1", 0, None, True, timeout=datetime.timedelta(seconds=timeout),
+                         wait_for_workers=False)
 
 
 def job_for(fn) -> Job:
@@ -135,7 +167,7 @@ def _worker_env(rank: int, world_size: int, port: int, threads: int) -> dict:
     env = dict(os.environ)
     env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
                LOCAL_WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(port), OMP_NUM_THREADS=str(threads),
+               MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True", OMP_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads), PYTHONWARNINGS="ignore",
                TORCH_CPP_LOG_LEVEL="ERROR")
     root = str(Path(__file__).resolve().parents[2])
@@ -183,7 +215,8 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
     every worker first.
     """
     job = job_for(fn)
-    port = free_port()
+    store = workers_store(max(timeout, 30.0))
+    port = store.port
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
         tmp = Path(tmp)
         with (tmp / "job.pkl").open("wb") as fh:
@@ -222,6 +255,7 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
                 time.sleep(0.02)
         finally:
             _kill(procs)
+            del store
         return [read_result(tmp / RESULT.format(rank=rank), rank, world_size) for rank in range(world_size)]
 
 

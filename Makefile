@@ -12,8 +12,10 @@ TORCH_VERSION := 2.13.0
 # machine's pip serves the CPU build); elsewhere pass PyTorch's CPU wheel index, e.g.
 #   make TORCH_CPU_PIP="--index-url https://download.pytorch.org/whl/cpu" course
 TORCH_CPU_PIP ?=
-# Workers for the test suite (pytest-xdist): whole files per worker, the slowest first (conftest.py).
-TEST_WORKERS ?= 2
+# Workers for the test suite (pytest-xdist): units of tests (a file, or one lesson's tests of a
+# heavy file) per worker, the slowest first (conftest.py). Three keep both cores busy: much of
+# the suite waits on processes, sleeps and timeouts.
+TEST_WORKERS ?= 3
 LESSONS ?=
 # Extra arguments for JupyterLab, e.g. make lab LAB_ARGS="--port 9999 --no-browser"
 LAB_ARGS ?=

@@ -6,6 +6,7 @@ executed notebooks; nbval runs the exercises. So that no lecture runs twice in o
 nbval collects a lecture only when it is named on the command line
 (`pytest notebooks/NN_name/lecture.ipynb`)."""
 import os
+import re
 from pathlib import Path
 
 os.environ["OMP_NUM_THREADS"] = "1"
@@ -29,22 +30,53 @@ def pytest_configure(config):
         pass
 
 
-# The test files that take longest (each 1-5 minutes of CPU on the 2-core machine), longest
-# first. `make test` runs `pytest -n 2 --dist loadfile --no-loadscope-reorder`: whole files go to
-# the two workers in collection order, so starting these first keeps the run from ending with
-# one long file on one worker while the other waits (xdist's own order, by number of tests,
-# started test_wrong_answers.py last).
+# `make test` runs `pytest -n 3 --dist loadfile --no-loadscope-reorder`: each unit of work goes
+# whole to one worker, in the order below. A unit is a test file (its module fixtures, e.g. a
+# graded class, are built once; a notebook's cells share one kernel), except in PER_LESSON
+# files, whose tests for one lesson form a unit of their own (a lecture's run and its deck stay
+# together), so the heaviest files spread over the workers (pytest_xdist_make_scheduler). The
+# slowest files come first, and in PER_LESSON files the later lessons (the multi-process ones,
+# the slowest) first: the CPU then stays busy to the end rather than one worker finishing a
+# long file alone.
 SLOWEST_FIRST = (
-    "tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_sandbox.py", "tests/test_grading.py",
-    "tests/test_hub.py", "tests/test_grading_parallel_attacks.py", "tests/test_grading_shards.py",
-    "tests/test_build.py", "tests/test_grading_kernels.py", "tests/test_grading_attacks.py",
-    "tests/test_grading_plans.py",
+    "tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_sandbox.py", "tests/test_hub.py",
+    "tests/test_grading_kernels.py", "tests/test_grading_parallel_attacks.py", "tests/test_parallel_zero.py",
+    "tests/test_grading_attacks.py", "tests/test_grading.py", "tests/test_grading_shards.py",
+    "tests/test_grading_plans.py", "tests/test_build.py",
 )
+PER_LESSON = ("tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_grading.py",
+              "tests/test_grading_plans.py")
+LESSON_ID = re.compile(r"\[(\d\d_\w+)")   # a test's lesson parameter, e.g. [13_sharding_and_model_parallelism]
+
+
+def work_unit(nodeid: str) -> str:
+    """What goes whole to one xdist worker: the file, or in PER_LESSON files the file and lesson."""
+    path = nodeid.split("::", 1)[0]
+    lesson = LESSON_ID.search(nodeid) if path in PER_LESSON else None
+    return f"{path}::{lesson.group(1)}" if lesson else path
 
 
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))   # stable: others keep their order
+
+    def order(item):
+        path, _, lesson = work_unit(item.nodeid).partition("::")
+        return rank.get(path, len(rank)), [-ord(c) for c in lesson]   # later lessons first
+
+    items.sort(key=order)   # stable: tests keep their order within a unit
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, with the PER_LESSON files split by lesson (see work_unit)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileOrLesson(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return FileOrLesson(config, log)
 
 
 def pytest_ignore_collect(collection_path, config):

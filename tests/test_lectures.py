@@ -21,7 +21,6 @@ The browser tests are skipped, with the reason, where Chromium or Playwright is 
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from free_ports import free_port_range
 
 from course_tools import slides
 from course_tools.paths import REPO, lesson_dirs
@@ -195,19 +195,13 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
     assert len(list(shots.glob("*.png"))) == expected
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def jupyter_lab(tmp_path_factory):
     """JupyterLab on a free localhost port with a token, serving a copy of one lecture."""
     root = tmp_path_factory.mktemp("lab")
     lesson = LESSONS[0]
     shutil.copy2(lesson / "lecture.ipynb", root / "lecture.ipynb")
-    port, token = _free_port(), secrets.token_hex(16)
+    port, token = free_port_range(1), secrets.token_hex(16)
     env = {**os.environ, "JUPYTER_CONFIG_DIR": str(root / ".jupyter"), "JUPYTER_RUNTIME_DIR": str(root / ".runtime")}
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
            f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}", "--ServerApp.open_browser=False",

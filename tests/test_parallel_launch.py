@@ -17,7 +17,7 @@ from course_lib.parallel.launch import (
     WorkerFailed,
     WorkerResultRefused,
     WorkerTimeout,
-    _ephemeral_ports,
+    ephemeral_ports,
     free_port,
     job_for,
     launch,
@@ -129,7 +129,7 @@ def _pids():
 
 
 def test_free_port_is_free_and_outside_the_range_the_os_hands_out():
-    low, _ = _ephemeral_ports()
+    low, _ = ephemeral_ports()
     port = free_port()
     assert 0 < port < 65536 and (port < low or low <= 11_000)
     with socket.socket() as sock:

@@ -10,7 +10,8 @@ edits in order:
   reference (its ``old`` text occurs exactly once);
 * in ONE kernel per lesson: the reference notebook passes every graded test cell; then, for
   each wrong answer, the solution cell is replaced, the cells up to the exercise's last graded
-  test cell run again, and at least one of that exercise's graded test cells must fail (a test
+  test cell run again (its test cells only until one fails), and at least one of that
+  exercise's graded test cells must fail (a test
   cell fails as nbgrader sees it: an error, or anything written to stderr); the reference
   solution is then run again to restore the state. The blank stub of each exercise fails all
   of that exercise's graded test cells.
@@ -158,14 +159,20 @@ class Runner:
     def close(self):
         self.kernel.stop()
 
-    def tests_after(self, group: dict, replacement: dict[int, str]) -> list[bool]:
+    def tests_after(self, group: dict, replacement: dict[int, str], until_one_fails: bool = False) -> list[bool]:
         """Run the group's solution cells (``replacement`` for some), the plain cells between,
-        and its test cells; return each test cell's pass/fail; then restore the reference."""
+        and its test cells (with ``until_one_fails``, only until one fails: enough to know a
+        wrong answer loses points); return each run test cell's pass/fail; then restore the
+        reference."""
         for i in group["solutions"]:
             self.run(replacement.get(i, self.nb.cells[i].source))
         for i in group["after"]:
             self.run(self.nb.cells[i].source)
-        passed = [self.run(self.nb.cells[i].source) for i in group["tests"]]
+        passed = []
+        for i in group["tests"]:
+            passed.append(self.run(self.nb.cells[i].source))
+            if until_one_fails and not passed[-1]:
+                break
         for i in group["solutions"] + group["after"]:
             self.run(self.nb.cells[i].source)
         return passed
@@ -195,7 +202,7 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson, tmp_path):
         for gid, answers in fixture.items():
             group, index = by_id[gid]
             for n, source in enumerate(answers):
-                if all(runner.tests_after(group, {index: source})):
+                if all(runner.tests_after(group, {index: source}, until_one_fails=True)):
                     undetected.append(f"{gid} wrong answer #{n + 1}")
         assert not blank_passing, f"test cells that pass with the blank stub: {blank_passing}"
         assert not undetected, f"wrong answers that keep full marks: {undetected}"

@@ -74,7 +74,7 @@ class Job:
     name: str | None = None
 
 
-def _ephemeral_ports() -> tuple[int, int]:
+def ephemeral_ports() -> tuple[int, int]:
     """The range the OS picks ports from when a program binds port 0 (Linux's default if unknown)."""
     try:
         low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
@@ -87,7 +87,7 @@ def free_port() -> int:
     """A TCP port on localhost that nothing listens on right now, chosen at random below the
     OS's ephemeral range: a program that binds port 0 (gloo does, for every connection it
     listens on) can never be given it while it waits to be used (e.g. by ``torchrun``)."""
-    low, _ = _ephemeral_ports()
+    low, _ = ephemeral_ports()
     candidates = range(10_000, low) if low > 11_000 else range(low, 65_536)
     for _ in range(200):
         port = random.choice(candidates)

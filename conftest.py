@@ -66,6 +66,7 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=order)   # stable: tests keep their order within a unit
 
 
+@pytest.hookimpl(optionalhook=True)   # an xdist hook: unknown when pytest runs without xdist
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``, with the PER_LESSON files split by lesson (see work_unit)."""
     if config.getvalue("dist") != "loadfile":

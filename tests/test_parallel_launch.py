@@ -245,3 +245,32 @@ def test_hung_worker_times_out_and_is_killed():
         launch(hang_in_collective, 2, timeout=8)
     assert time.monotonic() - start < 20
     assert _children(before) == []
+
+
+def fail_to_connect_first(folder, times):
+    """Fails as gloo does when the ranks cannot connect, on the first ``times`` attempts (each
+    rank leaves a file per start and waits for the other's before failing)."""
+    import os
+    import time
+    from pathlib import Path
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    attempts = len(list(Path(folder).glob(f"rank{rank}-*")))
+    (Path(folder) / f"rank{rank}-{attempts}").touch()
+    deadline = time.monotonic() + 30
+    while len(list(Path(folder).glob(f"rank*-{attempts}"))) < world and time.monotonic() < deadline:
+        time.sleep(0.01)
+    if attempts < times:
+        raise RuntimeError("Gloo connectFullMesh failed with [pair.cc:553] Connection closed by peer")
+    return rank
+
+
+def test_a_group_that_fails_to_connect_is_started_once_more_then_reported(tmp_path):
+    (tmp_path / "once").mkdir()
+    assert launch(fail_to_connect_first, 2, str(tmp_path / "once"), 1, timeout=60) == [0, 1]
+    (tmp_path / "always").mkdir()
+    with pytest.raises(WorkerFailed, match="connectFullMesh failed"):
+        launch(fail_to_connect_first, 2, str(tmp_path / "always"), 99, timeout=60)
+    starts = sorted(p.name for p in (tmp_path / "always").iterdir())
+    assert starts == ["rank0-0", "rank0-1", "rank1-0", "rank1-1"]     # two starts, no more
+    with pytest.raises(WorkerFailed):                                 # other failures: at once
+        launch(die_on_rank_one, 2, timeout=60)

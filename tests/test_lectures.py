@@ -62,6 +62,8 @@ FIT_CHECK = """() => {
   }
   return {problems: [...new Set(problems)].slice(0, 5), zoom: section.style.zoom || '1'};
 }"""
+# resolves once MathJax (v2) has typeset everything queued
+MATH_TYPESET = "new Promise(done => window.MathJax && MathJax.Hub ? MathJax.Hub.Queue(done) : done())"
 MIN_ZOOM = 0.6   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -160,6 +162,8 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
     watch = Watch(page)
     page.goto(deck.as_uri())
     page.wait_for_selector(".reveal.ready", state="attached", timeout=60_000)
+    if "MathJax" in deck.read_text():   # its first typesetting can end after the deck is ready
+        page.wait_for_function("() => window.MathJax && MathJax.isReady", timeout=30_000)   # started up
     total = page.evaluate(f"require('{REVEAL}').getTotalSlides()")
     assert total == expected, f"deck has {total} slides, the notebook's metadata asks for {expected}"
     page.evaluate(f"require('{REVEAL}').configure({{transition: 'none', backgroundTransition: 'none'}})")
@@ -171,7 +175,9 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
         page.evaluate(f"require('{REVEAL}').slide({where['h']}, {where['v'] or 0})")
         page.wait_for_function(f"require('{REVEAL}').getIndices().h === {where['h']}")
         page.evaluate(f"(() => {{ while (require('{REVEAL}').nextFragment()); }})()")
-        page.evaluate("new Promise(done => window.MathJax && MathJax.Hub ? MathJax.Hub.Queue(done) : done())")
+        page.evaluate(MATH_TYPESET)
+        page.wait_for_function("() => !window.courseFitPending && [...document.images].every(i => i.complete)",
+                               timeout=10_000)   # the deck has fitted the slide to what it finally holds
         page.wait_for_timeout(50)
         shown = page.evaluate("document.querySelector('.reveal .slide-number')?.textContent || ''")
         assert "".join(shown.split()) == f"{number}/{expected}", shown

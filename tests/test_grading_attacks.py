@@ -25,7 +25,7 @@ from course_tools.grading.segments import split_hidden, visible_part
 LESSON = "01_hardware_foundations"
 FULL = 14.0
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
-                cell_seconds=20, notebook_seconds=240, notebook_output_bytes=1_000_000)
+                cell_seconds=12, notebook_seconds=240, notebook_output_bytes=1_000_000)
 pytestmark = [pytest.mark.timeout(900),
               pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())]
 

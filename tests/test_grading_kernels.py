@@ -391,7 +391,7 @@ FOREVER = "@cuda.jit\ndef pool3_kernel(x, out):\n    i = 0\n    while True:\n   
 BUDGET_OF_NAIVE = ["ex2_budget", "ex3_budget", "ex5_budget"]
 ATTACKED = {"ex4_dot": ATTACK_GLOBALS, "ex5_rowsum": ATTACK_CLASS, "ex6_scan": ATTACK_IMPORT}
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=300, processes=256, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
-                cell_seconds=15, notebook_seconds=300)
+                cell_seconds=8, notebook_seconds=300)
 
 
 def _cell(nb, grade_id):

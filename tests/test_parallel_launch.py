@@ -13,8 +13,10 @@ import psutil
 import pytest
 import torch
 
+from course_lib.parallel import fork_server
 from course_lib.parallel.launch import (
     WorkerFailed,
+    WorkerKilled,
     WorkerResultRefused,
     WorkerTimeout,
     ephemeral_ports,
@@ -118,10 +120,13 @@ class StandIn:
 
 
 def _children(before=()):
-    """Live child processes of this test process that were not there ``before`` (pids): other
-    tests in the same worker may leave helpers of their own (e.g. torch.compile's worker pool)."""
+    """Live child processes of this test process that were not there ``before`` (pids), the
+    launcher's fork server aside: other tests in the same worker may leave helpers of their
+    own (e.g. torch.compile's worker pool)."""
+    server = fork_server.running()
     return [p for p in psutil.Process().children(recursive=True) if p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE and p.pid not in before]
+            and p.status() != psutil.STATUS_ZOMBIE and p.pid not in before
+            and not (server and p.pid == server.proc.pid)]
 
 
 def _pids():
@@ -274,3 +279,91 @@ def test_a_group_that_fails_to_connect_is_started_once_more_then_reported(tmp_pa
     assert starts == ["rank0-0", "rank0-1", "rank1-0", "rank1-1"]     # two starts, no more
     with pytest.raises(WorkerFailed):                                 # other failures: at once
         launch(die_on_rank_one, 2, timeout=60)
+
+
+def where_and_what():
+    import os
+    import sys
+
+    import numpy as np
+    return os.getppid(), "torch" in sys.modules, sys.argv[1:], int(np.random.randint(2**31))
+
+
+def test_workers_fork_from_one_server_that_loaded_torch_once():
+    first = launch(where_and_what, 2, timeout=60)
+    second = launch(where_and_what, 2, timeout=60)
+    server = fork_server.running()
+    assert server is not None and {ppid for ppid, *_ in first + second} == {server.proc.pid}
+    assert all(loaded for _, loaded, _, _ in first)               # torch came with the fork
+    assert all(len(argv) == 1 and "course-launch-" in argv[0] for _, _, argv, _ in first)
+    draws = [draw for *_, draw in first + second]
+    assert len(set(draws)) == 4, draws                            # no random state shared by the forks
+
+
+def kill_the_server(folder):
+    import os
+    import signal
+    import time
+    from pathlib import Path
+    Path(folder, f"worker{os.environ['RANK']}.pid").write_text(str(os.getpid()))
+    if os.environ["RANK"] == "0":
+        time.sleep(0.5)
+        os.kill(os.getppid(), signal.SIGKILL)
+    time.sleep(60)
+
+
+def test_a_killed_server_stops_the_launch_with_a_reason_and_the_next_launch_starts_another(tmp_path):
+    launch(report_rank, 1, 0, timeout=60)
+    old = fork_server.running().proc.pid
+    start = time.monotonic()
+    with pytest.raises(WorkerKilled, match="fork server ended"):
+        launch(kill_the_server, 2, str(tmp_path), timeout=60)
+    assert time.monotonic() - start < 30
+    workers = [int(p.read_text()) for p in tmp_path.glob("worker*.pid")]
+    assert len(workers) == 2
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(w) and psutil.Process(w).status() != psutil.STATUS_ZOMBIE for w in workers):
+        assert time.monotonic() < deadline, "the orphaned workers were not stopped"
+        time.sleep(0.1)
+    assert launch(report_rank, 2, 5, timeout=60) == [5, 6]
+    assert fork_server.running().proc.pid != old
+
+
+def test_the_server_and_its_workers_end_with_their_caller(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, sys, threading, time
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from pathlib import Path
+        from test_parallel_launch import report_rank
+        from course_lib.parallel import fork_server
+        from course_lib.parallel.launch import launch
+        launch(report_rank, 1, 0, timeout=60)
+        print(fork_server.running().proc.pid, flush=True)
+        def sleeper(folder):
+            import os, time
+            from pathlib import Path
+            Path(folder, "sleeper.pid").write_text(str(os.getpid()))
+            time.sleep(60)
+        threading.Thread(target=launch, args=(sleeper, 1, {str(tmp_path)!r}), daemon=True).start()
+        deadline = time.monotonic() + 60
+        while not Path({str(tmp_path)!r}, "sleeper.pid").exists():
+            assert time.monotonic() < deadline, "the sleeping worker did not start"
+            time.sleep(0.05)
+        os._exit(0)
+    """)
+    (tmp_path / "caller.py").write_text(script)   # a file: launch ships the source of its functions
+    done = subprocess.run([sys.executable, str(tmp_path / "caller.py")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    server, worker = int(done.stdout.split()[0]), int((tmp_path / "sleeper.pid").read_text())
+    deadline = time.monotonic() + 10
+    while any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in (server, worker)):
+        assert time.monotonic() < deadline, "the fork server or its worker outlived the caller"
+        time.sleep(0.1)
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path, monkeypatch):
+    (tmp_path / "torch.py").write_text("raise ImportError('a broken torch, for this test')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))   # found before site-packages by the server only
+    server = fork_server.ForkServer()
+    with pytest.raises(fork_server.ServerGone, match="fork server ended:(.|\n)*a broken torch, for this test"):
+        server.start(str(tmp_path), {}, str(tmp_path / "rank0.log"), timeout=60)

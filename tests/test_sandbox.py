@@ -26,6 +26,8 @@ LESSON = "00_setup"
 FULL = 10.0
 POINTS = {"ex1": 2, "ex2": 2, "ex3": 3, "ex4": 3}
 SOLUTIONS = {"ex1": "ex1_nbytes", "ex2": "ex2_device", "ex3": "ex3_training", "ex4": "ex4_timer"}
+# 12 s per cell: the fork bomb must reach the process or memory limit before the cell's deadline
+# even on a loaded machine (at 8 s it timed out first in one full run)
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=12,
                 notebook_seconds=150)
 
@@ -427,6 +429,33 @@ def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
         assert changed == ["math.isclose", "torch.Tensor.__eq__"]
     finally:
         kernel.close()
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users exist only when the grader runs as root")
+def test_a_kernel_starts_although_its_slots_last_sandbox_left_processes_behind(tmp_path):
+    """A killed sandbox's processes (a fork bomb's) die asynchronously; the next sandbox of the
+    same slot runs as the same user, and while they last they count against its process limit.
+    The CI run of stop 20 graded 'forkbomb' as 'the kernel did not start' this way."""
+    import subprocess
+    limits = Limits(memory_bytes=2**30, cpu_seconds=60, processes=64, cell_seconds=12, notebook_seconds=60)
+    folder = tmp_path / "work"
+    folder.mkdir()
+    kernel = kernel_mod.SandboxKernel(folder, limits, slot=9)
+    os.chown(folder, kernel.uid, kernel.uid)
+    leftovers = [subprocess.Popen(["sleep", "120"], user=kernel.uid, group=kernel.uid)
+                 for _ in range(limits.processes)]
+    import threading  # their reaper, as a dead sandbox's pid namespace is for its processes
+    threading.Thread(target=lambda: [p.wait() for p in leftovers], daemon=True).start()
+    try:
+        kernel.start()
+        assert kernel.execute("print(6 * 7)", 30).status == "ok"
+        assert all(p.poll() is not None for p in leftovers)  # cleared before the kernel started
+    finally:
+        kernel.close()
+        for p in leftovers:
+            p.kill()
+            p.wait()
 
 
 def test_where_systemd_can_start_scopes_each_sandbox_gets_its_own_cgroup_limits(monkeypatch, tmp_path):

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import zmq
 
-from .sandbox import (CellRun, Limits, _apply_rlimits, _own_process_count, descendants, folder_bytes,
-                      is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
+from .sandbox import (CellRun, Limits, _apply_rlimits, _own_process_count, clear_user, descendants,
+                      folder_bytes, is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
 
 LIVE: set = set()             # sandboxes started and not yet stopped
 STOPPING = threading.Event()  # set by kill_all: no sandbox starts any more until cleared
@@ -48,6 +48,12 @@ def kill_all(close: bool = False) -> None:
             box.close()
         else:
             box.kill()
+
+
+def _last_line(stderr: bytes) -> str:
+    """The last non-empty line a process wrote to stderr (a traceback's exception line)."""
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1][-300:] if lines else "nothing on stderr"
 
 
 class _Box:
@@ -82,6 +88,8 @@ class _Box:
         limits = self.limits
         if self.uid is None:  # not root: the process limit counts all our processes
             limits = Limits(**{**limits.__dict__, "processes": limits.processes + _own_process_count()})
+        elif self.sandbox:  # this slot's user: nothing of its last sandbox may count against this one
+            clear_user(self.uid)
         if self.sandbox:
             argv = sandbox_argv(command, submission, tmp, conn_dir, self.uid, read_only, self.limits)
             env = sandbox_env(venv_bin)
@@ -94,7 +102,13 @@ class _Box:
             stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
         with _LIVE_LOCK:
             LIVE.add(self)
-        threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
+        self._drainer.start()
+
+    def _stderr_end(self) -> str:
+        """The last line the exited process wrote to stderr (once the reader has caught up)."""
+        self._drainer.join(timeout=2)
+        return _last_line(self.stderr_tail)
 
     def _drain(self, stream) -> None:
         try:
@@ -165,8 +179,10 @@ class SandboxKernel(_Box):
                                              transport="ipc")
         if self.uid is not None:
             os.chown(conn_file, self.uid, self.uid)
+        # no --IPKernelApp.matplotlib=inline: ipykernel makes the inline backend the default
+        # anyway (MPLBACKEND), and the flag imports pyplot at start (0.4 s of CPU per kernel)
         kernel = [str(Path(sys.executable).parent / "python"), "-m", "ipykernel_launcher", "-f", conn_file,
-                  "--HistoryManager.enabled=False", "--IPKernelApp.matplotlib=inline"]
+                  "--HistoryManager.enabled=False"]
         self._popen(kernel, self.submission, self.tmp, conn_dir, cwd=self.submission)
         # one ZeroMQ context for every client of this grader: a client's own context would be
         # terminated by the garbage collector, which blocks for ever if any socket of it is open
@@ -177,7 +193,7 @@ class SandboxKernel(_Box):
         while True:  # wait for the kernel to answer kernel_info
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the kernel did not start (exit code {self.proc.returncode}): "
-                                   f"{self.stderr_tail.decode(errors='replace')[-1500:]}")
+                                   f"{self._stderr_end()}")
             try:
                 self.client.wait_for_ready(timeout=2)
                 break
@@ -325,7 +341,7 @@ class CheckerProcess(_Box):
     def wait_ready(self) -> None:
         ready = self.receive(self.limits.startup_seconds)
         if not ready or ready.get("op") != "ready":
-            raise RuntimeError(f"the checker did not start: {self.stderr_tail.decode(errors='replace')[-1500:]}")
+            raise RuntimeError(f"the checker did not start: {self._stderr_end()}")
 
     def send(self, obj: dict) -> None:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())

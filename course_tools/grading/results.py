@@ -41,8 +41,8 @@ class Outcome:
 
     @property
     def reason(self) -> str:
-        if self.reasons:
-            return "; ".join(self.reasons)
+        if self.reasons:  # one line: a CSV row and a terminal line per student
+            return " ".join("; ".join(self.reasons).split())
         return "graded normally" if self.status == "graded" else self.status
 
 

@@ -28,6 +28,7 @@ memory than it uses; memory is then bounded by the scope or the watchdog alone.
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import queue
 import resource
@@ -51,10 +52,37 @@ def sandbox_uid(slot: int) -> int | None:
     """The unprivileged user a sandbox runs as when the grader is root, else None.
 
     Distinct per grading process and worker slot: the process limit (RLIMIT_NPROC) counts every
-    process of a user on the machine, so two graders running at once must not share users."""
+    process of a user on the machine, and a slot's next sandbox kills what is left under its
+    user (``clear_user``), so two graders running at once must never share users. Each process
+    reserves its own block of 64 users (``_user_block``)."""
     if os.geteuid() != 0:
         return None
-    return SANDBOX_UID_BASE + (os.getpid() % 4096) * 64 + slot % 64
+    return SANDBOX_UID_BASE + _user_block() * 64 + slot % 64
+
+
+_USER_BLOCKS = 4096
+_reserved: dict = {}  # pid -> (block, the open lock file that holds it)
+
+
+def _user_block() -> int:
+    """This process's block of sandbox users: an exclusive flock on one lock file per block,
+    held until the process ends (the kernel releases it then, however the process dies)."""
+    pid = os.getpid()
+    if pid in _reserved:
+        return _reserved[pid][0]
+    folder = Path(tempfile.gettempdir()) / "course-sandbox-users"
+    folder.mkdir(mode=0o700, exist_ok=True)
+    for step in range(_USER_BLOCKS):
+        block = (pid + step) % _USER_BLOCKS
+        handle = open(folder / f"{block}.lock", "a")  # noqa: SIM115 - held for the process's life
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _reserved[pid] = (block, handle)
+        return block
+    raise RuntimeError(f"all {_USER_BLOCKS} blocks of sandbox users are taken by running graders")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -253,6 +281,32 @@ def _own_process_count() -> int:
             except OSError:
                 continue
     return count
+
+
+def clear_user(uid: int, seconds: float = 10.0) -> int:
+    """Kill every process of the sandbox user ``uid`` and wait until the kernel has released them
+    (at most ``seconds``); return how many were left. A sandbox user belongs to one grader slot,
+    so what runs under it is a remnant of that slot's last sandbox: a killed sandbox's processes
+    (a fork bomb's, say) are torn down asynchronously, and while they last they count against
+    the next sandbox's process limit (RLIMIT_NPROC), which then cannot even start its kernel."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = []
+        for entry in os.scandir("/proc"):
+            if entry.name.isdigit():
+                try:
+                    if entry.stat().st_uid == uid:
+                        left.append(int(entry.name))
+                except OSError:
+                    continue
+        if not left or time.monotonic() > deadline:
+            return len(left)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.02)
 
 
 def _process_table() -> dict[int, tuple[int, int, int]]:

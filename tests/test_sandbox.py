@@ -325,7 +325,7 @@ def test_guarded_test_defines_the_checks_inside_the_cell():
 def test_sandbox_command_cuts_the_network_and_binds_only_what_it_needs(tmp_path):
     if not sandbox.bubblewrap():
         pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
-    argv = sandbox.sandbox_argv(["python"], tmp_path / "sub", tmp_path / "tmp", tmp_path / "conn", uid=61000)
+    argv = sandbox.sandbox_argv(["python"], tmp_path / "sub", tmp_path / "tmp", tmp_path / "conn", uid=sandbox.SANDBOX_UID_BASE)
     assert "--unshare-net" in argv and "--unshare-pid" in argv and "--die-with-parent" in argv
     bound = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
     assert str(paths.REPO / "notebooks") not in bound and str(paths.REPO) not in bound
@@ -429,6 +429,23 @@ def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
         assert changed == ["math.isclose", "torch.Tensor.__eq__"]
     finally:
         kernel.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users exist only when the grader runs as root")
+def test_sandbox_users_belong_to_nobody_else_and_to_one_grader_each():
+    """A slot's next sandbox kills what runs under its user id, so that id must be no account's,
+    no service's, and no other grader's running at the same time."""
+    import pwd
+    import subprocess
+    import sys
+    mine = {sandbox.sandbox_uid(slot) for slot in range(64)}
+    assert len(mine) == 64
+    accounts = {entry.pw_uid for entry in pwd.getpwall()}
+    assert not mine & accounts
+    assert min(mine) > 165536 * 16 and not mine & set(range(61184, 65536))  # past systemd's and subuids
+    other = subprocess.run([sys.executable, "-c", "from course_tools.grading import sandbox\n"
+                            "print(sandbox.sandbox_uid(0))"], capture_output=True, text=True, check=True)
+    assert int(other.stdout) not in mine  # a second grader, started while this one runs
 
 
 @needs_bwrap

@@ -45,7 +45,11 @@ from pathlib import Path
 from ..paths import DATA, LIBRARY
 
 INSIDE_SUBMISSION = "/submission"
-SANDBOX_UID_BASE = 61000  # sandbox user ids when the grader runs as root (see sandbox_uid)
+# sandbox user ids when the grader runs as root (see sandbox_uid): 4096 blocks of 64 from here,
+# far above login users, system users, nobody (65534), systemd's dynamic users (61184-65519) and
+# the usual subordinate-id ranges of rootless containers (100000 + 65536 per user), because a
+# slot's next sandbox kills whatever still runs under its user id (clear_user)
+SANDBOX_UID_BASE = 1_800_000_000
 
 
 def sandbox_uid(slot: int) -> int | None:

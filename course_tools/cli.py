@@ -332,8 +332,9 @@ def _check_input(args) -> None:
         if args.submissions and not Path(args.submissions).is_dir():
             raise CourseError(f"--submissions {args.submissions}: no such folder (it should hold "
                               "one folder per student, each with exercises.ipynb)")
-        if args.workers < 1:
-            raise CourseError("--workers must be 1 or more")
+        from .grading.sandbox import SLOTS
+        if not 1 <= args.workers <= SLOTS:
+            raise CourseError(f"--workers must be between 1 and {SLOTS} (submissions graded at once by one grader)")
     if args.command == "build" and args.workers is not None and args.workers < 1:
         raise CourseError("--workers must be 1 or more")
     for attr in ("lessons", "lesson"):

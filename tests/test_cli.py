@@ -137,6 +137,14 @@ def test_workers_must_be_positive():
     assert "--workers must be 1 or more" in _plain_failure(done, done.stderr)
 
 
+def test_grade_workers_stay_within_the_sandbox_slots():
+    # slot N's kernel and slot N - 32's checker would share a sandbox user, and a slot's next
+    # sandbox kills what runs under its user
+    for workers in ("0", "33"):
+        done = run_course("grade", "00", "--workers", workers)
+        assert "--workers must be between 1 and 32" in _plain_failure(done, done.stderr)
+
+
 # ---- course lab: as root, with the user's own arguments, opened on the student versions ----
 
 def test_lab_passes_its_arguments_to_jupyter():

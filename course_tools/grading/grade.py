@@ -32,7 +32,7 @@ from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render
 from .nbgrader_course import CourseDir, GradingError, ensure_assignment
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
-from .sandbox import Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
+from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
 from .submission import (STUDENT_NAME, SubmissionProblem, _nb_meta, copy_files, import_submissions,
                          inspect_folder, is_test_cell, read_submission, read_timestamp, restore_test_cells)
 
@@ -205,7 +205,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         for s in mine:
             if s in refused:
                 done[s] = Outcome(s, status="refused", reasons=[refused[s]], max_score=max_score)
-        slots = list(range(max(1, workers)))
+        slots = list(range(min(max(1, workers), SLOTS)))  # each slot has its own sandbox users
         lock = threading.Lock()
 
         def job(student: str) -> None:
@@ -222,7 +222,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
                     slots.append(slot)
 
         todo = [s for s in mine if s not in done]
-        with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        with ThreadPoolExecutor(max_workers=len(slots)) as pool:
             futures = [pool.submit(job, s) for s in todo]
             for f in tqdm(futures, desc=f"grading {lesson}", unit="submission", disable=not progress):
                 f.result()

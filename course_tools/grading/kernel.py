@@ -25,7 +25,7 @@ from pathlib import Path
 
 import zmq
 
-from .sandbox import (CellRun, Limits, _apply_rlimits, _own_process_count, clear_user, descendants,
+from .sandbox import (SLOTS, CellRun, Limits, _apply_rlimits, _own_process_count, clear_user, descendants,
                       folder_bytes, is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
 
 LIVE: set = set()             # sandboxes started and not yet stopped
@@ -326,7 +326,7 @@ class CheckerProcess(_Box):
     """The trusted checker (see ``checker``), sandboxed, spoken to over pipes."""
 
     def __init__(self, limits: Limits, slot: int = 0, sandbox: bool = True, scratch: Path | None = None):
-        super().__init__(limits, slot, sandbox, scratch, uid_offset=32)
+        super().__init__(limits, slot, sandbox, scratch, uid_offset=SLOTS)
         self.buffer = b""
 
     def start(self, wait: bool = True) -> None:

@@ -51,6 +51,9 @@ INSIDE_SUBMISSION = "/submission"
 # slot's next sandbox kills whatever still runs under its user id (clear_user)
 SANDBOX_UID_BASE = 1_800_000_000
 
+SLOTS = 32  # submissions one grader process grades at once: slot N's kernel runs as user N of
+#             the process's block, its checker as user N + SLOTS
+
 
 def sandbox_uid(slot: int) -> int | None:
     """The unprivileged user a sandbox runs as when the grader is root, else None.

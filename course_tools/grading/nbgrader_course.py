@@ -38,17 +38,20 @@ class CourseDir:
     def db_url(self) -> str:
         return f"sqlite:///{self.root / 'gradebook.db'}"
 
-    def nbgrader(self, *args: str, timeout: int = 300, cell_timeout: int = 120) -> subprocess.CompletedProcess:
-        """Run ``nbgrader ARGS`` on this course directory; return the finished process. A
-        course without a gradebook starts from a copy of an empty one (``empty_gradebook``)."""
+    def settings(self) -> dict:
+        """The ``CourseDirectory`` settings nbgrader gets for this course, in or out of process.
+        A course without a gradebook gets a copy of an empty one first (``empty_gradebook``)."""
         if not (self.root / "gradebook.db").exists():
             self.root.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(empty_gradebook(), self.root / "gradebook.db")
+        source = self.source.relative_to(self.root) if self.source.is_relative_to(self.root) else self.source
+        return {"root": str(self.root), "source_directory": str(source),
+                "notebook_id": GRADED_NOTEBOOK, "db_url": self.db_url}
+
+    def nbgrader(self, *args: str, timeout: int = 300, cell_timeout: int = 120) -> subprocess.CompletedProcess:
+        """Run ``nbgrader ARGS`` on this course directory; return the finished process."""
         cmd = [sys.executable, "-m", "nbgrader", *args,
-               f"--CourseDirectory.root={self.root}",
-               f"--CourseDirectory.source_directory={self.source.relative_to(self.root) if self.source.is_relative_to(self.root) else self.source}",
-               f"--CourseDirectory.notebook_id={GRADED_NOTEBOOK}",
-               f"--CourseDirectory.db_url={self.db_url}",
+               *(f"--CourseDirectory.{key}={value}" for key, value in self.settings().items()),
                f"--Execute.timeout={cell_timeout}"]  # Execute goes on after errors (not configurable)
         try:
             return subprocess.run(cmd, cwd=self.root, capture_output=True, text=True,
@@ -93,22 +96,26 @@ def release(course: CourseDir, lesson: str) -> Path:
     from nbgrader.coursedir import CourseDirectory
 
     config = _course_config(course)
-    log, buffer = _captured_log()
     coursedir = CourseDirectory(config=config)
     coursedir.assignment_id = lesson
-    converter = GenerateAssignment(coursedir=coursedir, config=config, log=log)
-    converter.force = True
+    buffer = io.StringIO()
     with _NBGRADER_LOCK:  # the converter changes the working directory while it runs
+        _LOG.handlers = [logging.StreamHandler(buffer)]
         try:
+            converter = GenerateAssignment(coursedir=coursedir, config=config, log=_LOG)
+            converter.force = True
             converter.start()
         except (NbGraderException, OSError, ValueError) as exc:
             raise GradingError(f"nbgrader generate_assignment {lesson} failed: {exc}\n{buffer.getvalue()[-2000:]}") from None
         finally:
-            log.handlers.clear()
+            _LOG.handlers = []
     return course.root / "release" / lesson
 
 
 _NBGRADER_LOCK = threading.Lock()
+_LOG = logging.getLogger("course.nbgrader")  # in-process nbgrader logs here, into its error text only
+_LOG.propagate = False
+_LOG.setLevel(logging.INFO)
 
 
 def _course_config(course: CourseDir):
@@ -117,28 +124,12 @@ def _course_config(course: CourseDir):
     from traitlets.config import Config
     from traitlets.config.loader import PyFileConfigLoader
 
-    if not (course.root / "gradebook.db").exists():
-        course.root.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(empty_gradebook(), course.root / "gradebook.db")
     config = Config()
     if (course.root / "nbgrader_config.py").exists():
         config.merge(PyFileConfigLoader("nbgrader_config.py", path=str(course.root)).load_config())
-    config.CourseDirectory.root = str(course.root)
-    config.CourseDirectory.source_directory = str(course.source.relative_to(course.root)
-                                                  if course.source.is_relative_to(course.root) else course.source)
-    config.CourseDirectory.notebook_id = GRADED_NOTEBOOK
-    config.CourseDirectory.db_url = course.db_url
+    for key, value in course.settings().items():
+        config.CourseDirectory[key] = value
     return config
-
-
-def _captured_log():
-    """A logger of its own for one in-process nbgrader step (nothing printed) and its text."""
-    buffer = io.StringIO()
-    log = logging.getLogger(f"course.nbgrader.{threading.get_ident()}")
-    log.propagate = False
-    log.setLevel(logging.INFO)
-    log.handlers = [logging.StreamHandler(buffer)]
-    return log, buffer
 
 
 def autograde(course: CourseDir, lesson: str, student: str | None = None) -> subprocess.CompletedProcess:
@@ -191,7 +182,7 @@ def round_trip(lesson_dir: Path, workdir: Path) -> dict:
 
 def ensure_assignment(course: CourseDir, lesson: str) -> None:
     released = course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"
-    if not (course.root / "gradebook.db").exists():  # nbgrader (a subprocess) creates it
+    if not (course.root / "gradebook.db").exists():  # a new course: release makes it
         release(course, lesson)
         return
     try:

@@ -265,7 +265,7 @@ class Person:
 
     def shot(self, name: str) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+        self.page.screenshot(path=str(SHOTS / f"{name}.jpg"), type="jpeg", quality=85)
 
     def log_in(self, step: str) -> None:
         page = self.page
@@ -341,7 +341,7 @@ def _feedback_score(html: str) -> tuple[float, float]:
 
 # -- the flow -----------------------------------------------------------------------------
 def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
-    for old in SHOTS.glob("*.png"):
+    for old in [*SHOTS.glob("*.png"), *SHOTS.glob("*.jpg")]:
         old.unlink()
     course, exchange = hub["course"], hub["exchange"]
 
@@ -456,4 +456,4 @@ def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
     assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek
     listing = _run_as(WRONG, ["ls", str(exchange / COURSE_ID / "feedback")])
     assert listing.returncode != 0 and "Permission denied" in listing.stderr, listing
-    assert len(list(SHOTS.glob("*.png"))) >= 14
+    assert len(list(SHOTS.glob("*.jpg"))) >= 14

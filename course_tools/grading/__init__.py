@@ -12,12 +12,23 @@
 7. ``results``: per shard, outcomes; the merge writes the gradebook and one CSV.
 8. ``grade``: the whole ``course grade`` command.
 """
-from .grade import grade_lesson, merge_lesson
-from .nbgrader_course import CourseDir, GradingError, release, round_trip, score
-from .results import Outcome, write_grades_csv
-from .sandbox import Limits, SandboxUnavailable, bubblewrap, limits_in_force, why_no_sandbox
-from .submission import SubmissionProblem, is_test_cell
+import importlib
 
-__all__ = ["CourseDir", "GradingError", "Limits", "Outcome", "SandboxUnavailable", "SubmissionProblem",
-           "bubblewrap", "grade_lesson", "is_test_cell", "limits_in_force", "merge_lesson", "release",
-           "round_trip", "score", "why_no_sandbox", "write_grades_csv"]
+# where each public name lives; imported on first use, so that a command that only needs a
+# constant (``course grade --workers 33`` refusing) does not wait for nbgrader and torch
+_WHERE = {"grade_lesson": "grade", "merge_lesson": "grade",
+          "CourseDir": "nbgrader_course", "GradingError": "nbgrader_course", "release": "nbgrader_course",
+          "round_trip": "nbgrader_course", "score": "nbgrader_course",
+          "Outcome": "results", "write_grades_csv": "results",
+          "Limits": "sandbox", "SandboxUnavailable": "sandbox", "bubblewrap": "sandbox",
+          "limits_in_force": "sandbox", "why_no_sandbox": "sandbox",
+          "SubmissionProblem": "submission", "is_test_cell": "submission"}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value

@@ -432,7 +432,7 @@ def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users exist only when the grader runs as root")
-def test_sandbox_users_belong_to_nobody_else_and_to_one_grader_each():
+def test_sandbox_users_belong_to_nobody_else_and_to_one_grader_each(tmp_path):
     """A slot's next sandbox kills what runs under its user id, so that id must be no account's,
     no service's, and no other grader's running at the same time."""
     import pwd
@@ -446,6 +446,12 @@ def test_sandbox_users_belong_to_nobody_else_and_to_one_grader_each():
     other = subprocess.run([sys.executable, "-c", "from course_tools.grading import sandbox\n"
                             "print(sandbox.sandbox_uid(0))"], capture_output=True, text=True, check=True)
     assert int(other.stdout) not in mine  # a second grader, started while this one runs
+    # one whose first choice is this grader's block, with a temporary folder of its own
+    ours = sandbox._user_block()
+    rival = subprocess.run([sys.executable, "-c", f"import os\nos.getpid = lambda: {ours}\n"
+                            "from course_tools.grading import sandbox\nprint(sandbox.sandbox_uid(0))"],
+                           capture_output=True, text=True, check=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert int(rival.stdout) not in mine
 
 
 @needs_bwrap

@@ -1,5 +1,6 @@
 """Grading throughput on lesson 01: seconds per submission for plain ``nbgrader autograde``
-and for ``course grade`` (sandboxed: trusted checker + student kernel per submission, HTML
+(nbgrader's ``Autograde`` converter, run in this process as the command would run it, without
+the command's own start-up) and for ``course grade`` (sandboxed: trusted checker + student kernel per submission, HTML
 feedback off, since plain autograde writes none) on the same submissions, and their ratio.
 
 The submissions are 20 copies of lesson 01 (10 with the reference solution, 10 blank), in a

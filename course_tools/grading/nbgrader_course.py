@@ -1,7 +1,7 @@
 """Step 0 of grading: an nbgrader course directory and the nbgrader commands run on it.
 
-nbgrader runs on a course directory (its release step in this process, autograde as a
-subprocess), either the real one (the repository root, as configured in
+nbgrader runs on a course directory (its release and autograde converters in this process,
+other commands as ``nbgrader`` subprocesses), either the real one (the repository root, as configured in
 ``nbgrader_config.py``) or a scratch one that ``course build`` uses
 for its round trip: release the blank, then autograde the reference solution and the blank
 and read their scores from the scratch gradebook. The real gradebook is never touched by a
@@ -132,12 +132,41 @@ def _course_config(course: CourseDir):
     return config
 
 
-def autograde(course: CourseDir, lesson: str, student: str | None = None) -> subprocess.CompletedProcess:
-    """Autograde the submissions of ``lesson`` (all students, or one)."""
-    args = ["autograde", lesson, "--force"]
+def autograde(course: CourseDir, lesson: str, student: str | None = None,
+              cell_timeout: int = 120) -> subprocess.CompletedProcess:
+    """Autograde the submissions of ``lesson`` (all students, or one) with nbgrader's own
+    ``Autograde`` converter in this process, configured as ``nbgrader autograde LESSON --force``
+    would be in the course directory (see ``release``: the subprocess spent 2.7 CPU-s importing
+    nbgrader, once per lesson of every build). Returns what the command would have: exit status
+    1 when a notebook failed to autograde, and nbgrader's log as ``stderr``."""
+    from nbgrader.converters import Autograde, NbGraderException
+    from nbgrader.coursedir import CourseDirectory
+
+    config = _course_config(course)
+    config.Execute.timeout = cell_timeout   # Execute goes on after errors (not configurable)
+    # the kernels' stderr is this process's now: keep their start-up warnings (unencrypted TCP)
+    # off the console, as `course build` does for the lectures; errors still show
+    config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = lesson
     if student:
-        args.append(f"--student={student}")
-    return course.nbgrader(*args, timeout=900)
+        coursedir.student_id = student
+    buffer, code = io.StringIO(), 0
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))   # as the command prints it
+    with _NBGRADER_LOCK:  # the converter changes the working directory while it runs
+        _LOG.handlers = [handler]
+        try:
+            converter = Autograde(coursedir=coursedir, config=config, log=_LOG)
+            converter.force = True
+            converter.start()
+        except NbGraderException:
+            code = 1
+        except (OSError, ValueError) as exc:
+            raise GradingError(f"nbgrader autograde {lesson} failed: {exc}\n{buffer.getvalue()[-2000:]}") from None
+        finally:
+            _LOG.handlers = []
+    return subprocess.CompletedProcess(["nbgrader", "autograde", lesson, "--force"], code, "", buffer.getvalue())
 
 
 def score(course: CourseDir, lesson: str, student: str) -> tuple[float, float]:

@@ -89,20 +89,29 @@ def _run_as(user: str, argv: list[str], **kw) -> subprocess.CompletedProcess:
                           env={"HOME": entry.pw_dir, "PATH": "/usr/bin:/bin"}, **kw)
 
 
+def _remove_account(user: str) -> None:
+    """Kill whatever still runs as ``user`` (a server the hub did not stop in time, its
+    kernels), then delete the account and its home: userdel refuses a user with processes."""
+    from course_tools.grading.sandbox import clear_user
+
+    try:
+        uid = pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return
+    clear_user(uid)
+    subprocess.run(["userdel", "-r", user], capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def accounts():
     """Three local accounts with private homes (0700), removed afterwards."""
     for user in (INSTRUCTOR, RIGHT, WRONG):
-        try:
-            pwd.getpwnam(user)
-            subprocess.run(["userdel", "-r", user], capture_output=True)  # left by an interrupted run
-        except KeyError:
-            pass
+        _remove_account(user)  # left by an interrupted run
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", user], check=True)
         os.chmod(pwd.getpwnam(user).pw_dir, 0o700)
     yield
     for user in (INSTRUCTOR, RIGHT, WRONG):
-        subprocess.run(["userdel", "-r", user], capture_output=True)
+        _remove_account(user)
 
 
 def _link_or_copy(source: Path, target: Path) -> None:

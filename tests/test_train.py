@@ -64,10 +64,13 @@ def test_custom_optimizer_and_loss_are_used():
 
 
 def test_data_fraction_shows_a_slow_loader():
-    slow = data.make_loader(data.SlowDataset(data.synthetic_dataset(size=32), 0.005), batch_size=8)
+    # 30 ms per sample (about 1 s in all) against a few ms of compute per batch: the loader
+    # dominates even when a loaded machine makes the first steps slow (5 ms per sample gave a
+    # fraction of 0.40 once, under a full test run)
+    slow = data.make_loader(data.SlowDataset(data.synthetic_dataset(size=32), 0.03), batch_size=8)
     history = train.train(BasicFCModel(hidden=8), slow, device="cpu", progress=False)
     record = history.epochs[0]
-    assert record.data_seconds >= 32 * 0.005
+    assert record.data_seconds >= 32 * 0.03
     assert record.data_fraction > 0.5
     assert train.EpochRecord(1, 0.0, 2.0, 10, 1.5).data_fraction == 0.75
 

@@ -92,23 +92,11 @@ def release(course: CourseDir, lesson: str) -> Path:
     LESSON --force`` would be in the course directory (its ``nbgrader_config.py``, then the
     course's folders): the subprocess spent 2.7 CPU-s importing nbgrader for 0.3 CPU-s of work
     on the course's 2-core machine, and a test run releases a lesson some twenty times."""
-    from nbgrader.converters import GenerateAssignment, NbGraderException
-    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.converters import GenerateAssignment
 
-    config = _course_config(course)
-    coursedir = CourseDirectory(config=config)
-    coursedir.assignment_id = lesson
-    buffer = io.StringIO()
-    with _NBGRADER_LOCK:  # the converter changes the working directory while it runs
-        _LOG.handlers = [logging.StreamHandler(buffer)]
-        try:
-            converter = GenerateAssignment(coursedir=coursedir, config=config, log=_LOG)
-            converter.force = True
-            converter.start()
-        except (NbGraderException, OSError, ValueError) as exc:
-            raise GradingError(f"nbgrader generate_assignment {lesson} failed: {exc}\n{buffer.getvalue()[-2000:]}") from None
-        finally:
-            _LOG.handlers = []
+    ok, log = _convert(GenerateAssignment, "generate_assignment", course, lesson, _course_config(course))
+    if not ok:
+        raise GradingError(f"nbgrader generate_assignment {lesson} failed:\n{log[-2000:]}")
     return course.root / "release" / lesson
 
 
@@ -116,6 +104,38 @@ _NBGRADER_LOCK = threading.Lock()
 _LOG = logging.getLogger("course.nbgrader")  # in-process nbgrader logs here, into its error text only
 _LOG.propagate = False
 _LOG.setLevel(logging.INFO)
+
+
+def _convert(converter_class, command: str, course: CourseDir, lesson: str, config,
+             student: str | None = None) -> tuple[bool, str]:
+    """Run one of nbgrader's converters on ``lesson`` in this process, as ``nbgrader COMMAND
+    LESSON --force`` would in the course directory; return (whether it succeeded, its log,
+    with levels as the command prints them). A converter that cannot even start (a missing
+    folder, a bad setting) raises ``GradingError``."""
+    from nbgrader.converters import NbGraderException
+    from nbgrader.coursedir import CourseDirectory
+
+    coursedir = CourseDirectory(config=config)
+    coursedir.assignment_id = lesson
+    if student:
+        coursedir.student_id = student
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
+    with _NBGRADER_LOCK:  # the converter changes the working directory while it runs
+        _LOG.handlers = [handler]
+        try:
+            converter = converter_class(coursedir=coursedir, config=config, log=_LOG)
+            converter.force = True
+            converter.start()
+            ok = True
+        except NbGraderException:
+            ok = False
+        except (OSError, ValueError) as exc:
+            raise GradingError(f"nbgrader {command} {lesson} failed: {exc}\n{buffer.getvalue()[-2000:]}") from None
+        finally:
+            _LOG.handlers = []
+    return ok, buffer.getvalue()
 
 
 def _course_config(course: CourseDir):
@@ -139,34 +159,15 @@ def autograde(course: CourseDir, lesson: str, student: str | None = None,
     would be in the course directory (see ``release``: the subprocess spent 2.7 CPU-s importing
     nbgrader, once per lesson of every build). Returns what the command would have: exit status
     1 when a notebook failed to autograde, and nbgrader's log as ``stderr``."""
-    from nbgrader.converters import Autograde, NbGraderException
-    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.converters import Autograde
 
     config = _course_config(course)
     config.Execute.timeout = cell_timeout   # Execute goes on after errors (not configurable)
     # the kernels' stderr is this process's now: keep their start-up warnings (unencrypted TCP)
     # off the console, as `course build` does for the lectures; errors still show
     config.Execute.extra_arguments = ["--IPKernelApp.log_level=ERROR"]
-    coursedir = CourseDirectory(config=config)
-    coursedir.assignment_id = lesson
-    if student:
-        coursedir.student_id = student
-    buffer, code = io.StringIO(), 0
-    handler = logging.StreamHandler(buffer)
-    handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))   # as the command prints it
-    with _NBGRADER_LOCK:  # the converter changes the working directory while it runs
-        _LOG.handlers = [handler]
-        try:
-            converter = Autograde(coursedir=coursedir, config=config, log=_LOG)
-            converter.force = True
-            converter.start()
-        except NbGraderException:
-            code = 1
-        except (OSError, ValueError) as exc:
-            raise GradingError(f"nbgrader autograde {lesson} failed: {exc}\n{buffer.getvalue()[-2000:]}") from None
-        finally:
-            _LOG.handlers = []
-    return subprocess.CompletedProcess(["nbgrader", "autograde", lesson, "--force"], code, "", buffer.getvalue())
+    ok, log = _convert(Autograde, "autograde", course, lesson, config, student)
+    return subprocess.CompletedProcess(["nbgrader", "autograde", lesson, "--force"], 0 if ok else 1, "", log)
 
 
 def score(course: CourseDir, lesson: str, student: str) -> tuple[float, float]:

@@ -3,7 +3,8 @@ simulator (lessons 03 and 04).
 
 :func:`count_accesses` runs a kernel in Numba's CUDA simulator with every array argument and
 every shared-memory array wrapped in a counting proxy, and reports how many global and shared
-reads and writes, and atomic operations, each thread made (the idea of GPU-Puzzles). The
+reads and writes, and atomic operations, each thread made (the idea of GPU-Puzzles); an atomic
+is a read-modify-write, so it counts as a read and a write of its slot too. The
 counts depend only on the kernel's code and the launch configuration, never on timing.
 
 It also checks what a GPU would not forgive but the simulator often does:
@@ -29,6 +30,7 @@ The simulator's classes are patched for the duration of one launch only.
 """
 from __future__ import annotations
 
+import contextlib
 import linecache
 import re
 import sys
@@ -44,7 +46,10 @@ from numba.np import numpy_support
 ACCESS_KINDS = ("global_reads", "global_writes", "shared_reads", "shared_writes", "atomics",
                 "shared_atomics")
 """What is counted, per thread: element reads and writes of global and of shared memory, and
-atomic operations on global memory ('atomics') and on shared memory ('shared_atomics')."""
+atomic operations on global memory ('atomics') and on shared memory ('shared_atomics'). An atomic
+(``cuda.atomic.add``, ``max``, ``cas``, ...) is a read-modify-write of one slot: it counts as one
+atomic *and* as one read and one write of its memory, so reading through
+``cuda.atomic.add(a, i, 0)`` costs what a plain read costs, and more."""
 
 
 class SharedMemoryRace(AssertionError):
@@ -287,23 +292,33 @@ def _counting_shared_array(recorder: _Recorder):
     return array
 
 
-def _counting_atomic_add(recorder: _Recorder):
-    lock = threading.Lock()
+ATOMIC_OPS = ("add", "sub", "and_", "or_", "xor", "inc", "dec", "exch", "max", "min", "nanmax", "nanmin",
+              "compare_and_swap", "cas")
+"""The ``cuda.atomic`` operations of Numba's simulator, all counted by :func:`count_accesses`."""
 
-    def add(self, array, index, val):
-        target = array._array if isinstance(array, CountingArray) else array
-        shared = isinstance(array, CountingArray) and array._space == "shared"
-        if isinstance(array, CountingArray):
+
+def _counting_atomic(recorder: _Recorder, op: str, original):
+    """A replacement for the simulator's ``cuda.atomic.<op>`` (``original``): it runs ``original``
+    on the plain NumPy array (so the update stays atomic under the simulator's lock) and counts
+    one atomic plus one read and one write of the slot, in the array's memory space; a slot of
+    a shared array is noted as updated atomically for the race check."""
+
+    def atomic(self, array, *rest):
+        counted = isinstance(array, CountingArray)
+        target = array._array if counted else array
+        if counted:
+            index = (0,) * array.ndim if op == "compare_and_swap" else rest[0]
             cells = _flat_indices(array.shape, index)   # bounds check
-            if shared:
+            space = array._space
+            if space == "shared":
                 recorder.shared_access(array._name, cells, "atomic")
-        recorder.add("shared_atomics" if shared else "atomics")
-        with lock:
-            old = target[index]
-            target[index] += val
-        return old
+            recorder.add("shared_atomics" if space == "shared" else "atomics")
+            recorder.add(f"{space}_reads")
+            recorder.add(f"{space}_writes")
+        return original(self, target, *rest)
 
-    return add
+    atomic.__name__ = op
+    return atomic
 
 
 def _recording_sync(recorder: _Recorder, original):
@@ -332,8 +347,9 @@ def count_accesses(kernel, grid, block, *args, races: str = "raise") -> AccessCo
     """Run ``kernel[grid, block](*args)`` in the CUDA simulator and count memory accesses.
 
     NumPy array arguments are global memory; arrays from ``cuda.shared.array`` are shared
-    memory (zero-filled, one set per block); ``cuda.atomic.add`` counts as one atomic (not as
-    a read plus a write). Array arguments are updated in place, as after a normal launch.
+    memory (zero-filled, one set per block); every ``cuda.atomic.<op>`` counts as one atomic
+    and as the read and the write it makes (a read-modify-write of one slot). Array arguments
+    are updated in place, as after a normal launch.
     An index outside an array raises ``IndexError``. With ``races='raise'`` (default) a
     shared-memory race raises :class:`SharedMemoryRace` after the launch, naming the first
     few; with ``races='record'`` they are only listed in ``AccessCounts.races``. Works
@@ -352,9 +368,13 @@ def count_accesses(kernel, grid, block, *args, races: str = "raise") -> AccessCo
     fn = getattr(kernel, "py_func", kernel)
     simulated = FakeCUDAKernel(fn, device=False)
     sync, run = _recording_sync(recorder, BlockThread.syncthreads), _touching_run(recorder, BlockThread.run)
+    atomics = [mock.patch.object(FakeCUDAAtomic, op, _counting_atomic(recorder, op, getattr(FakeCUDAAtomic, op)))
+               for op in ATOMIC_OPS]
     with mock.patch.object(FakeCUDAShared, "array", _counting_shared_array(recorder)), \
-            mock.patch.object(FakeCUDAAtomic, "add", _counting_atomic_add(recorder)), \
-            mock.patch.object(BlockThread, "syncthreads", sync), mock.patch.object(BlockThread, "run", run):
+            mock.patch.object(BlockThread, "syncthreads", sync), mock.patch.object(BlockThread, "run", run), \
+            contextlib.ExitStack() as stack:
+        for patch in atomics:
+            stack.enter_context(patch)
         simulated[grid, block](*wrapped)
     result = AccessCounts(dict(recorder.per_thread), recorder.races())
     if result.races and races == "raise":

@@ -1,6 +1,7 @@
 """course_lib.access_counts: per-thread counts match hand counts, shared-memory races are
 found (and named) whatever order the simulator ran the threads in, every block gets fresh
-zeroed shared memory, out-of-bounds indices raise. Test data is random."""
+zeroed shared memory, out-of-bounds indices raise, every atomic counts as an atomic and as the
+read and the write it makes (issue 26). Test data is random."""
 import inspect
 
 import numpy as np
@@ -250,3 +251,46 @@ def test_a_slice_is_refused_rather_than_left_uncounted():
     a = rng.random((4, 3))
     with pytest.raises(TypeError, match="slice; read one element at a time"):
         count_accesses(row_total_through_a_slice, 1, 4, a, np.zeros(4))
+
+
+@cuda.jit
+def read_through_atomics(x, out):
+    """out[i] = x[i], read with an atomic add of 0 (issue 26: an atomic is not a free read)."""
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = cuda.atomic.add(x, i, 0.0)
+
+
+@cuda.jit
+def shared_max_of_block(x, out):
+    """Every thread updates one shared slot with atomic.max, thread 0 publishes it."""
+    best = cuda.shared.array(1, float64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        best[0] = -1.0
+    cuda.syncthreads()
+    cuda.atomic.max(best, 0, x[t])
+    cuda.syncthreads()
+    if t == 0:
+        out[0] = best[0]
+
+
+def test_an_atomic_counts_as_a_read_and_a_write_of_its_slot():
+    x = rng.random(40)
+    out = np.zeros(40)
+    counts = count_accesses(read_through_atomics, 1, 64, x, out)
+    np.testing.assert_array_equal(out, x)
+    assert counts.of_thread((0,), (3,)) == {"global_reads": 1, "global_writes": 2, "shared_reads": 0,
+                                            "shared_writes": 0, "atomics": 1, "shared_atomics": 0}
+    assert counts.total("global_reads") == 40 and counts.total("atomics") == 40
+    assert counts.of_thread((0,), (50,))["global_reads"] == 0          # past the end: nothing
+
+
+def test_every_atomic_op_is_counted_and_is_no_race_among_atomics():
+    x = rng.random(16)
+    out = np.zeros(1)
+    counts = count_accesses(shared_max_of_block, 1, 16, x, out)
+    assert out[0] == x.max() and counts.races == []
+    assert counts.total("shared_atomics") == 16
+    assert counts.of_thread((0,), (5,)) == {"global_reads": 1, "global_writes": 0, "shared_reads": 1,
+                                            "shared_writes": 1, "atomics": 0, "shared_atomics": 1}

@@ -5,6 +5,8 @@
   ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
 - :mod:`.probe`: ``in_student_kernel``, for the part of a test that must run in the student's
   kernel (patching a module around the student's function, passing it a callable or a model).
+- :mod:`.kernel_launch`: ``launch_checked``, lessons 03/04's kernel launch for a test: on copies of
+  the arguments, the inputs checked unchanged afterwards, optionally with access counts.
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 - :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).

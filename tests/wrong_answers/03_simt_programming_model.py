@@ -19,6 +19,9 @@ WRONG_ANSWERS = {
         ('    if i < x.size:', '    if i <= x.size:'),
         # the library's vector-add kernel instead: no alpha, other arguments
         ('        out[i] = alpha * x[i] + y[i]', '        out[i] = alpha * x[i] + y[i]\naxpy_kernel = kernels.vector_add_kernel'),
+        # issue 26: overwrites its input y with -alpha * x and never writes out, so alpha * x + y
+        # computed after the launch from the same arrays would be the zeros out still holds
+        ('        out[i] = alpha * x[i] + y[i]', '        y[i] = -alpha * x[i]'),
     ],
     'ex2_pool': [
         # no barrier after staging: neighbours read slots that are not written yet (a race)
@@ -30,6 +33,11 @@ WRONG_ANSWERS = {
         ('    window[t + 1] = x[i] if i < x.size else 0.0', '    window[t + 1] = x[i]'),
         # no halo: the block's first and last outputs miss a neighbour
         ('        window[0] = x[i - 1] if i > 0 else 0.0', '        window[0] = 0.0'),
+        # issue 26: the naive kernel reading its neighbours through atomics (add 0): an atomic is a
+        # read and a write, so 3 global reads per thread (and writes into x)
+        ('        out[i] = window[t] + window[t + 1] + window[t + 2]',
+         '        out[i] = ((cuda.atomic.add(x, i - 1, 0.0) if i > 0 else 0.0) + cuda.atomic.add(x, i, 0.0)\n'
+         '                  + (cuda.atomic.add(x, i + 1, 0.0) if i + 1 < x.size else 0.0))'),
     ],
     'ex3_tiled': [
         # the naive kernel: correct, but 2k global reads per thread
@@ -77,6 +85,10 @@ WRONG_ANSWERS = {
         # no bounds guard: every thread reads ceil(n / R) columns, some past the end of the row
         ('    for col in range(t, a.shape[1], R):\n        acc += a[row, col]',
          '    for k in range((a.shape[1] + R - 1) // R):\n        acc += a[row, k * R + t]'),
+        # issue 26: thread 0 sums the row through atomics (add 0): n global reads, not ceil(n / R)
+        ('        out[row] = lanes[0]',
+         '        acc = 0.0\n        for col in range(a.shape[1]):\n            acc += cuda.atomic.add(a, (row, col), 0.0)\n'
+         '        out[row] = acc'),
     ],
     'ex6_scan': [
         # no barrier between reading the neighbour and writing one's own slot (a race)
@@ -89,5 +101,7 @@ WRONG_ANSWERS = {
         ('    vals[t] = x[i] if i < x.size else 0.0', '    vals[t] = x[i]'),
         # exclusive instead of inclusive: out[i] leaves out x[i]
         ('        out[i] = vals[t]', '        out[i] = vals[t] - x[i]'),
+        # issue 26: zeroes its input x and never writes out (zeros are the scan of zeros)
+        ('        out[i] = vals[t]', '        x[i] = 0.0'),
     ],
 }

@@ -65,6 +65,9 @@ WRONG_ANSWERS = {
          '        out[row, col] = a[row, col] + bias[col] if a[row, col] + bias[col] > 0.0 else 0.0'),
         # bias indexed by the row
         ('bias[col]', 'bias[row % bias.size]'),
+        # issue 26: sets its input a to -bias and never writes out: max(a + bias, 0) computed after
+        # the launch from the same arrays would be the zeros out holds
+        ('        out[row, col] = v if v > 0.0 else 0.0', '        a[row, col] = -bias[col]'),
     ],
     'ex6_conv1d': [
         # no barrier after staging: threads read slots their neighbours have not written (a race)
@@ -75,6 +78,9 @@ WRONG_ANSWERS = {
         ('        tile[C + t] = x[i + C] if i + C < x.size else 0.0', '        tile[C + t] = x[i + C]'),
         # a flipped kernel (np.convolve), not deep learning's correlation
         ('            acc += taps[k] * tile[t + k]', '            acc += taps[K - 1 - k] * tile[t + k]'),
+        # issue 26: reads x and w through atomics (add 0) instead of the tiles: 2K reads per thread
+        ('            acc += taps[k] * tile[t + k]',
+         '            acc += cuda.atomic.add(w, k, 0.0) * cuda.atomic.add(x, i + k, 0.0)'),
     ],
     'ex7_nearest': [
         # no barrier after loading a tile (a race)
@@ -89,6 +95,8 @@ WRONG_ANSWERS = {
          '            y_tile[t, k] = y[start + t, k]'),
         # threads past the end of x return early: their slots of every tile are never loaded
         ('    mine = cuda.local.array(D, float64)\n', '    if i >= x.shape[0]:\n        return\n    mine = cuda.local.array(D, float64)\n'),
+        # issue 26: compares with y read through atomics (add 0) instead of the shared tile
+        ('                gap = mine[k] - y_tile[jj, k]', '                gap = mine[k] - cuda.atomic.add(y, (start + jj, k), 0.0)'),
     ],
     'ex8_histogram': [
         # one global atomic per value (lesson 03's kernel): over the atomics budget
@@ -105,5 +113,10 @@ WRONG_ANSWERS = {
         # plain += on the shared bins instead of an atomic: lost updates (a race)
         ('            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)',
          '            b = min(int((v - lo) / (hi - lo) * B), B - 1)\n            bins[b] += 1'),
+        # issue 26: moves every value of its input x out of range, so the histogram expected from
+        # the same x after the launch would be the zeros counts holds
+        ('    if i < x.size:\n        v = x[i]\n', '    if i < x.size:\n        x[i] = hi + 1.0\n        v = x[i]\n'),
+        # issue 26: reads x through an atomic (add 0): a read, a write and an atomic more per value
+        ('        v = x[i]\n', '        v = cuda.atomic.add(x, i, 0.0)\n'),
     ],
 }

@@ -11,9 +11,29 @@ def _gib(n: float) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
+def triton_info() -> dict:
+    """Lesson 14's Triton: {"version": installed version or None, "mode": "gpu" | "interpreter" |
+    "unavailable", "reason": why}, without compiling anything."""
+    from importlib import metadata
+
+    from course_lib.triton_traffic import prepare
+
+    try:
+        version = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        version = None
+    mode, reason = prepare()
+    return {"version": version, "mode": mode, "reason": reason}
+
+
 def cmd_doctor(args) -> int:
     """Print what this machine has (``args.json``: as JSON) and which fallbacks apply; exit 0."""
     info = describe()
+    info["triton"] = triton_info()
+    if info["triton"]["mode"] != "gpu":
+        info["fallbacks"] = [*info["fallbacks"], "Triton kernels (lesson 14) " + (
+            "run in Triton's interpreter on the CPU" if info["triton"]["mode"] == "interpreter"
+            else "are shown but cannot run: " + info["triton"]["reason"])]
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -34,6 +54,8 @@ def cmd_doctor(args) -> int:
     print(f"arrays  {info['array_module']} (CuPy usable: {'yes' if info['cupy_usable'] else 'no'})")
     print(f"kernels Numba CUDA: {info['numba_cuda']}"
           + ("" if info["numba_cuda"] == "real" else f", because {info['numba_cuda_reason']}"))
+    tri = info["triton"]
+    print(f"Triton  {tri['version'] or 'not installed'} ({tri['mode']}): {tri['reason']}")
     print(f"torch.distributed backends: {', '.join(info['distributed_backends']) or 'none'}")
     for fb in info["fallbacks"]:
         print(f"fallback: {fb}")

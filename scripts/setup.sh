@@ -30,8 +30,11 @@ else
     "$BIN/pip" install "torch==$TORCH_VERSION" $TORCH_CPU_PIP
 fi
 
-say "installing course_lib and its tools"
+say "installing course_lib and its tools (and Triton for lesson 14 where a Linux wheel exists)"
 "$BIN/pip" install --quiet -e ".[dev]"
+if ! "$BIN/python" -c "import triton" >/dev/null 2>&1; then
+    echo "note: Triton is not installed (it has Linux wheels only): lesson 14 shows its kernels without running them"
+fi
 if [ "$gpu" = yes ]; then
     "$BIN/pip" install --quiet -e ".[dev,gpu]" || echo "warning: CuPy / numba-cuda did not install; lessons fall back to NumPy and the CUDA simulator (see README: environment.yml)"
 fi
@@ -53,4 +56,4 @@ fi
 say "bubblewrap (sandbox for grading) and Chromium (browser tests of the slides)"
 sh scripts/system_packages.sh
 
-say "setup done: $("$BIN/python" --version), $("$BIN/python" -c 'import torch; print("torch", torch.__version__)')"
+say "setup done: $("$BIN/python" --version), $("$BIN/python" -c 'import torch; print("torch", torch.__version__)'), $("$BIN/python" -c 'import triton; print("triton", triton.__version__)' 2>/dev/null || echo "no triton")"

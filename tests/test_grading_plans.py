@@ -3,9 +3,9 @@ kernel (issue 16): ``course grade`` grades a lesson's reference solution in the 
 the checker judging every test cell, and only a cell the reference then fails would fall back
 to the student's kernel (see ``course_tools.grading.plan``). The reference must pass them all.
 
-Lessons 00, 01, 03, 11 and 13 are asserted by their own grading tests (tests/test_sandbox.py,
-test_grading_attacks.py, test_grading_kernels.py, test_grading_parallel_attacks.py,
-test_parallel_zero.py), which grade student notebooks, attacks included; this file covers the
+Lessons 00, 01, 03, 04, 11, 13 and 14 are asserted by their own grading tests (tests/test_sandbox.py,
+test_grading_attacks.py, test_grading_kernels.py, test_grading_attacks_kernels.py, test_grading_parallel_attacks.py,
+test_parallel_zero.py, test_triton_grading.py), which grade student notebooks, attacks included; this file covers the
 others, grading only the reference (an empty class).
 """
 import pytest
@@ -14,7 +14,7 @@ from scratch_course import kernel_judged, scratch_course
 from course_tools.grading import grade_lesson, sandbox
 from course_tools.paths import lesson_dirs
 
-COVERED_ELSEWHERE = ("00", "01", "03", "11", "13")
+COVERED_ELSEWHERE = ("00", "01", "03", "04", "11", "13", "14")
 LESSONS = [p.name for p in lesson_dirs() if p.name[:2] not in COVERED_ELSEWHERE]
 
 

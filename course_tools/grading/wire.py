@@ -296,6 +296,9 @@ def _course_source(fn):
         return None
 
 def _course_jit(obj):
+    if str(getattr(type(obj), "__module__", "")).startswith("triton.runtime"):  # lesson 14: triton_source
+        fn = getattr(obj, "fn", None)
+        return {"source": _course_source(fn), "device": False, "lang": "triton"} if callable(fn) else None
     if not str(getattr(type(obj), "__module__", "")).startswith("numba.cuda"):
         return None
     fn = getattr(obj, "py_func", None)

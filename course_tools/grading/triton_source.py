@@ -1,0 +1,341 @@
+"""Student Triton kernels checked and rebuilt inside the trusted checker (lesson 14).
+
+A ``@triton.jit`` kernel crosses the wall as its Python source, as lessons 03/04's Numba
+kernels do (``wire._course_jit`` marks it ``"lang": "triton"``; ``kernel_source.Builder`` hands
+it here). The source must pass a whitelist so strict that the kernel can reach nothing but its
+arguments, its own variables, the ``tl.*`` names in :data:`TL_CALLS` and :data:`TL_VALUES`, the
+built-ins :data:`BUILTINS`, the attributes :data:`VALUE_ATTRS` of values, ``.to(dtype)``, numbers
+the checker holds or the student sent, and other Triton functions that passed the same check.
+The checker then applies Triton's *interpreter* itself (``InterpretedFunction``, whatever
+``TRITON_INTERPRET`` says), in a namespace of its own with the checker's ``triton.language``:
+the test cell's ``run``/``count`` (``course_lib.triton_traffic``) launch it there, counting
+bytes and refusing addresses outside the kernel's tensors, where student code cannot reach.
+
+Refused, with a plain reason (:class:`Refused`): imports, names and attributes starting with
+``_``, other attributes (``tl.extra``, ``tl.inline_asm_elementwise``, ``tl.device_print``,
+``tl.softmax``, atomics, block pointers ...), calls of anything else, rebinding ``tl``,
+``global``/``nonlocal``, ``lambda``, nested ``def``/``class``, ``with``, ``try``, ``raise``,
+comprehensions, f-strings, slices other than ``:``, default values, annotations other than
+``tl.constexpr``, and decorators other than a bare ``@triton.jit`` (autotuning is the grader's
+choice). A kernel that loops for ever is stopped by the checker's per-cell deadline; a grid is
+bounded by ``triton_traffic.MAX_PROGRAMS``, a block by ``MAX_BLOCK``.
+
+Stdlib only at import; ``triton`` is imported when a kernel is rebuilt.
+"""
+from __future__ import annotations
+
+import ast
+import builtins
+import linecache
+import os
+import sys
+
+if __package__:
+    from .kernel_whitelist import Refused
+else:  # the checker imports this file as a top-level module, its folder on sys.path
+    from kernel_whitelist import Refused
+
+__all__ = ["Refused", "check", "rebuild"]
+
+MAX_SOURCE = 20_000        # characters of one kernel's source
+MAX_NODES = 3_000          # syntax-tree nodes of one kernel
+MAX_DEPS = 32              # helper functions and constants one kernel may use
+
+BUILTINS = ("range", "min", "max", "abs", "int", "float", "len")
+TL_CALLS = frozenset({
+    "program_id", "num_programs", "arange", "load", "store", "zeros", "zeros_like", "full", "where", "maximum",
+    "minimum", "max", "min", "sum", "argmax", "argmin", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "erf",
+    "sigmoid", "cos", "sin", "fma", "dot", "cdiv", "static_range", "range", "reshape", "broadcast_to",
+    "expand_dims", "trans", "permute", "cast", "multiple_of", "max_contiguous", "fdiv", "div_rn", "floor", "ceil",
+    "clamp", "cumsum", "static_assert"})
+TL_VALUES = frozenset({"float16", "bfloat16", "float32", "float64", "int1", "int8", "int16", "int32", "int64",
+                       "uint8", "uint16", "uint32", "uint64", "constexpr"})
+TL_MATH = frozenset({"abs", "ceil", "cos", "div_rn", "erf", "exp", "exp2", "fdiv", "floor", "fma", "log", "log2",
+                     "rsqrt", "sin", "sqrt", "sqrt_rn"})
+VALUE_ATTRS = ("dtype", "element_ty", "shape", "T")
+VALUE_METHODS = ("to",)
+VOCABULARY = frozenset({"tl", *BUILTINS})
+RULE = ("a Triton kernel may use only its arguments, its own variables, tl.* (program_id, arange, load, store, "
+        "reductions, dot, math, dtypes), " + "/".join(BUILTINS) + ", ." + "/.".join(VALUE_ATTRS)
+        + " and .to() of values, other @triton.jit functions, and the lesson's constants")
+
+_WORDS = {ast.Import: "`import`", ast.ImportFrom: "`import`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`",
+          ast.Lambda: "`lambda`", ast.FunctionDef: "a nested `def`", ast.AsyncFunctionDef: "a nested `def`",
+          ast.ClassDef: "`class`", ast.With: "`with`", ast.AsyncWith: "`with`", ast.Try: "`try`",
+          ast.Raise: "`raise`", ast.Yield: "`yield`", ast.YieldFrom: "`yield`", ast.Await: "`await`",
+          ast.Delete: "`del`", ast.ListComp: "a comprehension", ast.SetComp: "a comprehension",
+          ast.DictComp: "a comprehension", ast.GeneratorExp: "a comprehension", ast.List: "a list",
+          ast.Dict: "a dict", ast.Set: "a set", ast.JoinedStr: "an f-string", ast.NamedExpr: "`:=`",
+          ast.Starred: "`*` unpacking", ast.Match: "`match`", ast.AnnAssign: "an annotation",
+          ast.AsyncFor: "`async for`"}
+if hasattr(ast, "TryStar"):
+    _WORDS[ast.TryStar] = "`try`"
+_ALLOWED = (ast.Assign, ast.AugAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass,
+            ast.Return, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Subscript, ast.Tuple,
+            ast.Load, ast.Store, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+
+
+class Checked:
+    """A Triton kernel's source that passed the whitelist: its tree, the name of its ``def``
+    and the names it takes from outside ({name: called?})."""
+
+    def __init__(self, name: str, source: str, tree: ast.Module, func: str, free: dict):
+        self.name, self.source, self.tree, self.func, self.free = name, source, tree, func, free
+
+
+def _chain(node) -> list[str] | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return [node.id, *reversed(parts)]
+
+
+def _is_constexpr(node) -> bool:
+    return _chain(node) == ["tl", "constexpr"]
+
+
+class _Check(ast.NodeVisitor):
+    """Walks one kernel body; raises Refused at the first thing not allowed."""
+
+    def __init__(self, name: str, params: set, stored: set):
+        self.name, self.params, self.stored = name, params, stored
+        self.free: dict[str, bool] = {}
+
+    def refuse(self, node, what: str, why: str = "") -> None:
+        line = getattr(node, "lineno", None)
+        raise Refused(f"{self.name} uses {what}, which a graded Triton kernel may not"
+                      f"{' (line ' + str(line) + ')' if line else ''}: {why or RULE}")
+
+    def generic_visit(self, node):
+        if not isinstance(node, _ALLOWED):
+            self.refuse(node, _WORDS.get(type(node), f"`{type(node).__name__}`"))
+        super().generic_visit(node)
+
+    def name_ok(self, node, ident: str) -> None:
+        if ident.startswith("_") and ident != "_":
+            self.refuse(node, f"the name `{ident}`", "names starting with _ are not allowed")
+
+    def visit_Name(self, node):
+        self.name_ok(node, node.id)
+        if isinstance(node.ctx, ast.Store):
+            if node.id in VOCABULARY:
+                self.refuse(node, f"`{node.id}` as a variable name", "it names part of the kernel vocabulary")
+        elif node.id == "tl":
+            self.refuse(node, "`tl` itself as a value", "use tl.<name> directly")
+        elif node.id not in self.params and node.id not in self.stored and node.id not in VOCABULARY:
+            self.free.setdefault(node.id, False)
+
+    def visit_Constant(self, node):
+        if not (node.value is None or type(node.value) in (bool, int, float, str)):
+            self.refuse(node, f"a constant of type {type(node.value).__name__}")
+
+    def visit_Slice(self, node):
+        if node.lower is not None or node.upper is not None or node.step is not None:
+            self.refuse(node, "a slice with bounds", "only `:` (with None) is allowed, as in offs[:, None]")
+
+    def _tl(self, node, chain: list[str], call: bool) -> None:
+        text = ".".join(chain)
+        if len(chain) == 2 and (chain[1] in TL_CALLS if call else chain[1] in TL_VALUES):
+            return
+        if len(chain) == 3 and chain[1] == "math" and call and chain[2] in TL_MATH:
+            return
+        self.refuse(node, f"`{text}`" + (" as a function" if call and chain[1] in TL_VALUES else ""))
+
+    def visit_Attribute(self, node):
+        chain = _chain(node)
+        if not isinstance(node.ctx, ast.Load):
+            self.refuse(node, f"assignment to `.{node.attr}`")
+        if chain and chain[0] == "tl":
+            for part in chain:
+                self.name_ok(node, part)
+            self._tl(node, chain, call=False)
+            return
+        inner, attrs = node, []
+        while isinstance(inner, ast.Attribute):
+            attrs.append(inner.attr)
+            inner = inner.value
+        for attr in attrs:
+            self.name_ok(node, attr)
+            if attr not in VALUE_ATTRS:
+                self.refuse(node, f"the attribute `.{attr}`")
+        self.visit(inner)
+
+    def visit_Call(self, node):
+        func = node.func
+        chain = _chain(func)
+        if isinstance(func, ast.Name):
+            self.name_ok(func, func.id)
+            if func.id == "tl":
+                self.refuse(node, "`tl` itself as a function")
+            if func.id in self.params or func.id in self.stored:
+                self.refuse(node, f"a call of its variable `{func.id}`",
+                            "only tl.*, the built-ins and other @triton.jit functions may be called")
+            if func.id not in VOCABULARY:
+                self.free[func.id] = True
+        elif chain and chain[0] == "tl":
+            for part in chain:
+                self.name_ok(func, part)
+            self._tl(func, chain, call=True)
+        elif isinstance(func, ast.Attribute) and func.attr in VALUE_METHODS:
+            self.visit(func.value)             # x.to(tl.float32): a value's cast
+        else:
+            if isinstance(func, ast.Attribute):
+                self.name_ok(func, func.attr)
+            self.refuse(node, "a call of a computed function" if not isinstance(func, ast.Attribute)
+                        else f"the method `.{func.attr}`",
+                        "only tl.*, the built-ins, .to() and other @triton.jit functions may be called")
+        for arg in node.args:
+            self.visit(arg)
+        for kw in node.keywords:
+            if kw.arg is None:
+                self.refuse(kw.value, "`**` unpacking")
+            self.name_ok(node, kw.arg)
+            self.visit(kw.value)
+
+
+def _decorators(name: str, fn: ast.FunctionDef) -> None:
+    for node in fn.decorator_list:
+        target = node.func if isinstance(node, ast.Call) else node
+        text = ast.unparse(node)[:80]
+        if _chain(target) == ["triton", "autotune"]:
+            raise Refused(f"{name} is decorated with @triton.autotune: the grader chooses the meta-parameters "
+                          "itself; remove the decorator")
+        if _chain(target) != ["triton", "jit"] or isinstance(node, ast.Call) and (node.args or node.keywords):
+            raise Refused(f"{name} is decorated with `{text}`, which a graded kernel may not be: "
+                          "use a bare @triton.jit")
+    if len(fn.decorator_list) > 1:
+        raise Refused(f"{name} has {len(fn.decorator_list)} decorators; a graded kernel has one, @triton.jit")
+
+
+def check(name: str, source) -> Checked:
+    """Check one Triton kernel's (or helper's) source as the student's kernel sent it."""
+    if type(source) is not str or not source.strip():
+        raise Refused(f"{name} is a Triton kernel whose source the grader could not read (define it in a cell "
+                      "with def and @triton.jit)")
+    if len(source) > MAX_SOURCE:
+        raise Refused(f"{name} has {len(source)} characters of source; a graded kernel may have {MAX_SOURCE}")
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise Refused(f"the source of {name} does not parse: {str(exc)[:200]}") from None
+    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
+        raise Refused(f"{name} is too long for a graded kernel (more than {MAX_NODES} syntax nodes)")
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        raise Refused(f"the source of {name} is not one plain function definition")
+    fn = tree.body[0]
+    _decorators(name, fn)
+    args = fn.args
+    if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults or fn.returns:
+        raise Refused(f"{name} uses default values, *args, **kwargs, keyword-only parameters or a return "
+                      "annotation, which a graded kernel may not: give it plain parameters")
+    checker = _Check(name, set(), set())
+    checker.name_ok(fn, fn.name)
+    params = set()
+    for arg in args.args:
+        checker.name_ok(arg, arg.arg)
+        if arg.annotation is not None and not _is_constexpr(arg.annotation):
+            checker.refuse(arg, f"the annotation `{ast.unparse(arg.annotation)[:40]}`",
+                           "the only annotation allowed is tl.constexpr")
+        if arg.arg in VOCABULARY:
+            checker.refuse(arg, f"`{arg.arg}` as a parameter name", "it names part of the kernel vocabulary")
+        params.add(arg.arg)
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    checker.params, checker.stored = params, stored
+    for statement in fn.body:
+        checker.visit(statement)
+    fn.decorator_list = []          # never run: the checker applies the interpreter itself
+    return Checked(name, source, tree, fn.name, checker.free)
+
+
+def _plain(value) -> bool:
+    return type(value) in (bool, int, float)
+
+
+def _is_triton_fn(value) -> bool:
+    return type(value).__name__ == "InterpretedFunction" and getattr(value, "_course_checked", False)
+
+
+def rebuild(builder, name: str, payload, deps: dict):
+    """The kernel ``name`` (``payload``: {"source", "deps", "lang": "triton"}) checked and built
+    as an interpreted Triton function; ``builder`` is ``kernel_source.Builder`` (its ``kinds``,
+    ``held``, ``decode``, ``built`` and ``building``)."""
+    if name in builder.built:
+        return builder.built[name]
+    if name in builder.building:
+        raise Refused(f"{' -> '.join(builder.building + [name])}: a kernel may not call itself")
+    more = payload.get("deps") or {}
+    if not isinstance(more, dict) or len(more) > MAX_DEPS:
+        raise Refused(f"{name}: the grader received a malformed kernel (or one using over {MAX_DEPS} names)")
+    deps = {**more, **deps}
+    checked = check(name, payload.get("source"))
+    builder.building.append(name)
+    try:
+        scope = {n: _resolve(builder, checked, n, called, deps) for n, called in checked.free.items()}
+    finally:
+        builder.building.pop()
+    built = _compile(checked, scope)
+    builder.built[name] = built
+    return built
+
+
+def _resolve(builder, checked: Checked, name: str, called: bool, deps: dict):
+    where = f"{checked.name} uses `{name}`"
+    entry = builder.kinds.get(name)
+    if entry is None and name not in builder.held and isinstance(deps.get(name), list) and len(deps[name]) == 2:
+        entry = deps[name]
+    if entry is not None:
+        kind, payload = entry
+        if kind == "kernel" and isinstance(payload, dict) and payload.get("lang") == "triton":
+            value = rebuild(builder, name, payload, deps)
+        elif kind == "value":
+            try:
+                value = builder.decode(payload)
+            except (ValueError, TypeError, RecursionError):
+                raise Refused(f"{where} (malformed data): {RULE}") from None
+        else:
+            raise Refused(f"{where} ({'a CUDA kernel' if kind == 'kernel' else 'a function of yours'}), "
+                          f"which a Triton kernel may not: {RULE}")
+    elif name in builder.held:
+        value = builder.held[name]
+    else:
+        raise Refused(f"{where}, which the grader does not know: {RULE}")
+    if called:
+        if not _is_triton_fn(value):
+            raise Refused(f"{checked.name} calls `{name}`, which a Triton kernel may not: only tl.*, the built-ins "
+                          "and other @triton.jit functions may be called")
+        return value
+    if not _plain(value):
+        raise Refused(f"{where} (a {type(value).__name__}), which a Triton kernel may not: {RULE}")
+    return value
+
+
+_BUILT: dict = {}
+
+
+def _compile(checked: Checked, scope: dict):
+    """The checked function compiled in a namespace of its own and wrapped in Triton's
+    interpreter (never compiled for a GPU here: bytes are counted in the interpreter)."""
+    key = (checked.source, tuple(sorted((n, ("fn", id(v)) if _is_triton_fn(v) else (type(v).__name__, repr(v)))
+                                        for n, v in scope.items())))
+    if key in _BUILT:
+        return _BUILT[key]
+    if "triton" not in sys.modules:   # kernels may arrive before the setup cells ran: interpreter mode first
+        # (where Triton was loaded to compile for a GPU, triton_traffic.count runs its library in the interpreter)
+        os.environ["TRITON_INTERPRET"] = "1"
+    import triton.language as tl  # noqa: PLC0415
+    from triton.runtime.interpreter import InterpretedFunction  # noqa: PLC0415
+
+
+    space = {"__builtins__": {n: getattr(builtins, n) for n in BUILTINS}, "__name__": "course_triton_kernel",
+             "tl": tl, **scope}
+    filename = f"<triton kernel {checked.name} {len(_BUILT)}>"
+    linecache.cache[filename] = (len(checked.source), None, checked.source.splitlines(True), filename)
+    exec(compile(checked.tree, filename, "exec"), space)  # noqa: S102 - whitelisted above: one plain def
+    fn = space[checked.func]
+    built = InterpretedFunction(fn)
+    built._course_checked = True
+    _BUILT[key] = built
+    return built

@@ -1,0 +1,299 @@
+"""Lesson 14's Triton kernels judged outside the student's process: a ``@triton.jit`` kernel
+crosses to the trusted checker as source text (``wire._course_jit`` marks it ``lang: triton``),
+passes ``triton_source``'s whitelist or is refused with a plain reason, and is run there in
+Triton's interpreter, its bytes counted and its addresses bounds-checked by
+``course_lib.triton_traffic``.
+
+Unit tests: the reference kernels pass the whitelist and, rebuilt, give their results and byte
+counts; each forbidden construct is refused with its reason; names from outside must be numbers
+or other checked Triton functions. Attack tests: lesson 14 submissions graded in one batch by
+the real ``grade_lesson``: kernels with imports, attribute chains, ``tl`` rebinding, a huge block
+and an infinite loop; a cell that patches the counting helper in the student's kernel; the honest
+submission keeps full marks and every test cell is judged by the checker.
+"""
+import base64
+import copy
+import json
+import linecache
+import re
+from pathlib import Path
+from unittest import mock
+
+import nbformat
+import pytest
+import torch
+from scratch_course import scratch_course
+
+from course_lib import triton_traffic
+
+triton_traffic.prepare()   # before Triton loads: the interpreter without a GPU
+triton = pytest.importorskip("triton")
+
+from course_tools.grading import checker, grade_lesson, kernel_source, sandbox, triton_source, wire  # noqa: E402
+from course_tools.grading.kernel_source import Builder, Refused  # noqa: E402
+from course_tools.grading.sandbox import Limits  # noqa: E402
+from course_tools.paths import NOTEBOOKS  # noqa: E402
+
+LESSON = "14_triton"
+FULL = 14.0
+
+
+def _solutions() -> dict:
+    """{grade_id: solution cell as a student writes it (markers removed)}."""
+    nb = nbformat.read(str(NOTEBOOKS / LESSON / "exercises.ipynb"), as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: "\n".join(ln for ln in c.source.splitlines() if "### " not in ln) + "\n"
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+SOLUTIONS = _solutions()
+REFERENCE = {re.search(r"def (\w+)\(", code).group(1): code for code in SOLUTIONS.values()}
+
+
+def _payload(source: str) -> list:
+    return ["kernel", {"source": source, "device": False, "lang": "triton", "deps": {}}]
+
+
+def _build(sources: dict, held: dict | None = None) -> dict:
+    kinds = {name: _payload(src) for name, src in sources.items()}
+    return Builder(kinds, held or {}, wire.decode).all()
+
+
+def _kernel(body: str, params: str = "x_ptr, out_ptr, n, BLOCK: tl.constexpr", decorator: str = "@triton.jit") -> str:
+    return f"{decorator}\ndef student_kernel({params}):\n" + "".join(f"    {ln}\n" for ln in body.splitlines())
+
+
+# ------------------------------------------------------------------------- the whitelist
+def test_the_four_reference_kernels_pass_the_whitelist():
+    assert sorted(REFERENCE) == ["add_kernel", "bias_gelu_kernel", "matmul_kernel", "softmax_kernel"]
+    for name, src in REFERENCE.items():
+        checked = triton_source.check(name, src)
+        assert checked.func == name and checked.free == {}, (name, checked.free)
+
+
+REFUSED = {
+    "import": ("import os\ntl.store(out_ptr, 1.0)", "uses `import`"),
+    "dunder attribute": ("y = x_ptr.__class__", "the name `__class__`"),
+    "attribute chain": ("y = x_ptr.dtype.element_ty.name", "the attribute `.name`"),
+    "tl.extra": ("y = tl.extra.cuda.libdevice.exp(1.0)", "`tl.extra.cuda.libdevice.exp`"),
+    "inline asm": ('y = tl.inline_asm_elementwise("mov", "=r", [n], tl.int32, True, 1)',
+                   "`tl.inline_asm_elementwise`"),
+    "the library's softmax": ("y = tl.softmax(tl.load(x_ptr + tl.arange(0, BLOCK)))", "`tl.softmax`"),
+    "device print": ('tl.device_print("x", n)', "`tl.device_print`"),
+    "atomics": ("tl.atomic_add(out_ptr, 1.0)", "`tl.atomic_add`"),
+    "block pointers": ("p = tl.make_block_ptr(x_ptr, (n,), (1,), (0,), (BLOCK,), (0,))", "`tl.make_block_ptr`"),
+    "tl rebinding": ("tl = n\ntl.store(out_ptr, 1.0)", "`tl` as a variable name"),
+    "tl as a value": ("lang = tl\nlang.store(out_ptr, 1.0)", "`tl` itself as a value"),
+    "a method call": ("p = x_ptr.data_ptr()", "the method `.data_ptr`"),
+    "calling a variable": ("f = n\nf()", "a call of its variable `f`"),
+    "lambda": ("f = lambda: 1", "`lambda`"),
+    "comprehension": ("y = [i for i in range(3)]", "a comprehension"),
+    "with": ("with n:\n    pass", "`with`"),
+    "try": ("try:\n    pass\nexcept Exception:\n    pass", "`try`"),
+    "raise": ("raise ValueError()", "`raise`"),
+    "global": ("global n", "`global`"),
+    "a bounded slice": ("y = n[1:2]", "a slice with bounds"),
+    "a bytes constant": ("y = b'x'", "a constant of type bytes"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(REFUSED))
+def test_forbidden_constructs_are_refused_with_their_reason(what):
+    body, reason = REFUSED[what]
+    with pytest.raises(Refused) as info:
+        triton_source.check("student_kernel", _kernel(body))
+    assert reason in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize("source, reason", [
+    (_kernel("pass", decorator="@triton.autotune(configs=[], key=[])\n@triton.jit"), "@triton.autotune"),
+    (_kernel("pass", decorator="@triton.jit(debug=True)"), "use a bare @triton.jit"),
+    (_kernel("pass", decorator="@cuda.jit"), "use a bare @triton.jit"),
+    (_kernel("pass", params="x_ptr, n=3"), "default values"),
+    (_kernel("pass", params="x_ptr, n: int"), "the only annotation allowed is tl.constexpr"),
+    (_kernel("pass", params="x_ptr, *rest"), "default values, *args"),
+    (_kernel("pass", params="tl, n"), "`tl` as a parameter name"),
+    ("x = 1\n" + _kernel("pass"), "not one plain function definition"),
+    ("def (", "does not parse"),
+    ("", "could not read"),
+])
+def test_malformed_definitions_and_decorators_are_refused(source, reason):
+    with pytest.raises(Refused) as info:
+        triton_source.check("student_kernel", source)
+    assert reason in str(info.value), str(info.value)
+
+
+def test_names_from_outside_must_be_numbers_or_checked_triton_functions():
+    uses = _kernel("tl.store(out_ptr, tl.load(x_ptr) * SCALE)")
+    ok = _build({"student_kernel": uses}, held={"SCALE": 3.0})["student_kernel"]
+    x, out = torch.tensor([2.0]), torch.zeros(1)
+    triton_traffic.count(ok, (1,), x, out, 1, BLOCK=1)
+    assert out.item() == 6.0
+    assert "a module" in str(_build({"student_kernel": uses}, held={"SCALE": torch})["student_kernel"])
+    assert "does not know" in str(_build({"student_kernel": uses})["student_kernel"])
+    calls = _kernel("tl.store(out_ptr, helper(tl.load(x_ptr)))")
+    helper = "@triton.jit\ndef helper(v):\n    return v * 2.0 + 1.0\n"
+    built = _build({"student_kernel": calls, "helper": helper})["student_kernel"]
+    triton_traffic.count(built, (1,), x, out, 1, BLOCK=1)
+    assert out.item() == 5.0
+    refused = _build({"student_kernel": calls}, held={"helper": print})["student_kernel"]
+    assert isinstance(refused, Refused) and "calls `helper`" in str(refused)
+
+
+def test_reference_kernels_rebuilt_give_their_results_and_counts():
+    built = _build(REFERENCE)
+    assert not [n for n, b in built.items() if isinstance(b, Refused)], built
+    x = torch.randn(6, 37)
+    out = torch.zeros_like(x)
+    traffic = triton_traffic.count(built["softmax_kernel"], (6,), x, out, 37, 37, BLOCK=64)
+    assert torch.allclose(out, torch.softmax(x, dim=1), atol=1e-6)
+    assert (traffic.bytes_loaded, traffic.bytes_stored) == (4 * 6 * 37, 4 * 6 * 37)
+    a, b, c = torch.randn(20, 40).half(), torch.randn(40, 24).half(), torch.zeros(20, 24)
+    traffic = triton_traffic.count(built["matmul_kernel"], (2, 2), a, b, c, 20, 24, 40, *a.stride(), *b.stride(),
+                                   *c.stride(), BLOCK_M=16, BLOCK_N=16, BLOCK_K=16)
+    assert torch.allclose(c, a.float() @ b.float(), atol=1e-3)
+    assert traffic.bytes_loaded == 2 * (2 * 20 * 40 + 2 * 40 * 24) and traffic.bytes_stored == 4 * 20 * 24
+
+
+def test_an_unmasked_kernel_rebuilt_cannot_reach_memory_outside_its_tensors():
+    reach = _kernel("tl.store(out_ptr + 100000 + tl.arange(0, BLOCK), tl.load(x_ptr + tl.arange(0, BLOCK)))")
+    built = _build({"student_kernel": reach})["student_kernel"]
+    with pytest.raises(triton_traffic.OutOfBounds, match="tl.store"):
+        triton_traffic.count(built, (1,), torch.zeros(8), torch.zeros(8), 8, BLOCK=8)
+    huge = _kernel("y = tl.arange(0, 1 << 18)")
+    with pytest.raises(ValueError, match="a graded block has at most"):
+        triton_traffic.count(_build({"student_kernel": huge})["student_kernel"], (1,), torch.zeros(8),
+                             torch.zeros(8), 8, BLOCK=8)
+
+
+def test_triton_kernels_cross_the_wire_as_source():
+    """The kernel side (run here with a stand-in for IPython) describes a ``@triton.jit`` kernel
+    by its source, marked ``lang: triton``, with the numbers it uses; the checker side installs
+    the kernel rebuilt in the interpreter, which computes and counts as the original."""
+    helpers = {"__name__": "_course_wire"}
+    code = Path(wire.__file__).read_text() + wire.KERNEL_HELPERS
+    exec(compile(code, "<course helpers>", "exec"), helpers)  # noqa: S102 - as execute.HELPERS does
+    cell = "SCALE = 2.0\n\n\n" + _kernel("tl.store(out_ptr, tl.load(x_ptr) * SCALE)")
+    filename = "<notebook cell 3>"
+    linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)
+    user = {"__name__": "__main__", "triton": triton, "tl": triton.language}
+    exec(compile(cell, filename, "exec"), user)  # noqa: S102 - a student's cell
+    helpers["get_ipython"] = lambda: type("Shell", (), {"user_ns": user})()
+    printed = []
+    with mock.patch("builtins.print", lambda *a, **k: printed.append(a[0])):
+        helpers["_course_names"]("@tok:", ["student_kernel"])
+    kinds = json.loads(base64.b64decode(printed[-1][len("@tok:"):]))
+    kind, payload = kinds["student_kernel"]
+    assert kind == "kernel" and payload["lang"] == "triton" and payload["source"].startswith("@triton.jit")
+    assert wire.decode(payload["deps"]["SCALE"][1]) == 2.0
+    ns = {}
+    checker.install(ns, kinds, channel=None, wire=wire, kernel_source=kernel_source)
+    out = torch.zeros(1)
+    traffic = triton_traffic.count(ns["student_kernel"], (1,), torch.tensor([4.0]), out, 1, BLOCK=1)
+    assert out.item() == 8.0 and (traffic.bytes_loaded, traffic.bytes_stored) == (4, 4)
+
+
+# ------------------------------------------------------------------------- attacks, graded
+ATTACK_IMPORT = SOLUTIONS["ex1_add"].replace("    mask = offs < n\n", "    import os\n    mask = offs < n\n")
+ATTACK_CHAIN = SOLUTIONS["ex2_softmax"].replace("    row = tl.program_id(0)\n",
+                                                "    row = tl.program_id(0) + x_ptr.__class__.__len__(x_ptr)\n")
+ATTACK_REBIND = SOLUTIONS["ex3_gelu"].replace("    rows = tl.program_id(0)", "    tl = tl\n    rows = tl.program_id(0)")
+ATTACK_HUGE = SOLUTIONS["ex4_matmul"].replace("    rk = tl.arange(0, BLOCK_K)\n",
+                                              "    rk = tl.arange(0, BLOCK_K)\n    waste = tl.arange(0, 1 << 18)\n")
+FOREVER = SOLUTIONS["ex1_add"].replace("    mask = offs < n\n",
+                                      "    i = 0\n    while True:\n        i += 1\n    mask = offs < n\n")
+TWICE = SOLUTIONS["ex2_softmax"].replace(
+    "    num = tl.exp(z)\n",
+    '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) - tl.max(x, axis=0))\n')
+PATCH_COUNT = """
+from course_lib import triton_traffic as _tt
+_real = _tt.count
+def _fake(kernel, grid, *args, **meta):
+    traffic = _real(kernel, grid, *args, **meta)
+    traffic.loaded = {k: v // 2 for k, v in traffic.loaded.items()}
+    return traffic
+_tt.count = _fake
+count = _fake
+"""
+LIMITS = Limits(memory_bytes=2**31, cpu_seconds=300, processes=256, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
+                cell_seconds=20, notebook_seconds=400)
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _submissions(blank) -> dict:
+    honest = copy.deepcopy(blank)
+    for gid, code in SOLUTIONS.items():
+        _cell(honest, gid).source = code
+
+    def edited(cells: dict, *inserted):
+        nb = copy.deepcopy(honest)
+        for gid, code in cells.items():
+            _cell(nb, gid).source = code
+        for at, code in enumerate(inserted):
+            nb.cells.insert(2 + at, nbformat.v4.new_code_cell(code))
+        return nb
+
+    return {"honest": honest,
+            "a_refused": edited({"ex1_add": ATTACK_IMPORT, "ex2_softmax": TWICE, "ex3_gelu": ATTACK_REBIND,
+                                 "ex4_matmul": ATTACK_HUGE}, PATCH_COUNT),
+            "forever": edited({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN})}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    if not sandbox.bubblewrap():
+        pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
+    root = tmp_path_factory.mktemp("course")
+    course, source = scratch_course(root, LESSON)
+    blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    incoming = root / "incoming"
+    for student, nb in _submissions(blank).items():
+        (incoming / student).mkdir(parents=True)
+        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
+    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
+                            progress=False)
+    pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{LESSON}/exercises.html")}
+    plan = (root / "build" / "grading" / LESSON / "plan.json").read_text()
+    return {"by": {o.student: o for o in outcomes}, "pages": pages, "plan": plan}
+
+
+@pytest.mark.timeout(900)
+def test_every_test_cell_of_lesson_14_is_judged_by_the_checker(graded):
+    assert '"kernel"' not in graded["plan"], graded["plan"]
+
+
+@pytest.mark.timeout(900)
+def test_honest_triton_kernels_keep_full_marks(graded):
+    o = graded["by"]["honest"]
+    assert (o.score, o.max_score) == (FULL, FULL), (o.score, o.reason, o.cells)
+
+
+@pytest.mark.timeout(900)
+def test_refused_kernels_earn_nothing_and_say_why(graded):
+    o = graded["by"]["a_refused"]
+    refused = [g for g in o.cells if g.split("_")[0] in ("ex1", "ex3", "ex4")]
+    assert len(refused) == 8 and all(o.cells[g] == 0 for g in refused), o.cells
+    pages = graded["pages"]["a_refused"] + graded["pages"]["forever"]
+    for reason in ("add_kernel uses `import`", "softmax_kernel uses the name `__len__`",
+                   "bias_gelu_kernel uses `tl` as a variable name", "a graded block has at most"):
+        assert reason in pages, reason
+    assert all(graded["by"]["forever"].cells[g] == 0 for g in ("ex2_visible", "ex2_stable", "ex2_budget"))
+
+
+@pytest.mark.timeout(900)
+def test_patching_the_count_in_the_students_kernel_changes_no_budget(graded):
+    """A softmax that loads its row twice (right values, twice the bytes) with the counting
+    helper patched in the student's kernel to halve the bytes: the budget cell still fails."""
+    o = graded["by"]["a_refused"]
+    assert o.cells["ex2_budget"] == 0 and o.cells["ex2_visible"] == 1 and o.cells["ex2_stable"] == 1, o.cells
+    assert o.score == 2, (o.score, o.reason, o.cells)
+
+
+@pytest.mark.timeout(900)
+def test_a_triton_kernel_that_never_ends_is_stopped_by_the_cell_deadline(graded):
+    o = graded["by"]["forever"]
+    assert o.cells["ex1_visible"] == 0 and o.cells["ex1_budget"] == 0, o.cells
+    assert o.score == FULL - 3 - 4, (o.score, o.reason, o.cells)   # ex2 refused; ex3, ex4 after the restart
+    assert "did not finish in time" in graded["pages"]["forever"]

@@ -88,6 +88,10 @@ class OutOfBounds(IndexError):
     """A load or store whose address lies outside every tensor the kernel was given."""
 
 
+class InputWritten(RuntimeError):
+    """A store into a tensor the launch names as an input (not one of its ``outputs``)."""
+
+
 @dataclasses.dataclass
 class Traffic:
     """The bytes one launch moved, counted in the interpreter with masks honoured.
@@ -141,11 +145,12 @@ def _where(addr: int, regions) -> str:
 
 
 class _Counter:
-    def __init__(self, regions):
+    def __init__(self, regions, writable=None):
         import numpy as np
 
         self.np = np
         self.regions = regions
+        self.writable = writable      # names of the tensors stores may reach; None: any
         self.loaded = {r[2]: 0 for r in regions}
         self.stored = {r[2]: 0 for r in regions}
         self.per_program: dict = {}
@@ -162,6 +167,11 @@ class _Counter:
         for base, end, name, _ in self.regions:
             inside = (addrs >= np.uint64(base)) & (addrs + np.uint64(size) <= np.uint64(end))
             nbytes = int(inside.sum()) * size
+            if op == "store" and nbytes and self.writable is not None and name not in self.writable:
+                allowed = ", ".join(f"`{n}`" for n in sorted(self.writable)) or "no tensor"
+                raise InputWritten(f"program {program}: a tl.store into `{name}`, an input: expected stores only "
+                                   f"into {allowed}, got {nbytes // size} element(s) stored into `{name}` "
+                                   "(inputs must come back unchanged)")
             (self.loaded if op == "load" else self.stored)[name] += nbytes
             row = self.per_program.setdefault(program, [0, 0])
             row[0 if op == "load" else 1] += nbytes
@@ -284,9 +294,20 @@ def _unwrap(exc: BaseException) -> BaseException:
     return inner
 
 
-def count(kernel, grid, *args, **meta) -> Traffic:
+def _writable(names: list[str], outputs) -> set[str] | None:
+    """The parameter names at positions ``outputs`` (None: every tensor may be stored into)."""
+    if outputs is None:
+        return None
+    return {names[i] for i in outputs if 0 <= i < len(names)}
+
+
+def count(kernel, grid, *args, outputs=None, **meta) -> Traffic:
     """Run ``kernel[grid](*args, **meta)`` in the interpreter on CPU tensors, bounds-checked,
-    and return the :class:`Traffic` it caused (bytes per tensor and per program)."""
+    and return the :class:`Traffic` it caused (bytes per tensor and per program).
+
+    ``outputs``: the positions of the arguments the kernel may store into (e.g. ``(2,)`` for
+    ``add(x, y, out, ...)``); a store into any other tensor raises :class:`InputWritten` before
+    it happens, so inputs come back unchanged. ``None`` (the default) allows stores anywhere."""
     grid = _grid(grid)
     programs = 1
     for g in grid:
@@ -298,7 +319,7 @@ def count(kernel, grid, *args, **meta) -> Traffic:
         if hasattr(value, "device") and getattr(value.device, "type", "cpu") != "cpu":
             raise ValueError(f"count() runs in the interpreter: pass CPU tensors (`{name}` is on {value.device})")
     guarded = [_guarded(a) for a in args]
-    counter = _Counter(_regions(names, guarded))
+    counter = _Counter(_regions(names, guarded), _writable(names, outputs))
     runner = interpreted(kernel)
     with _counting(counter):
         try:
@@ -315,10 +336,14 @@ def count(kernel, grid, *args, **meta) -> Traffic:
                    counter.per_program, programs)
 
 
-def launch(kernel, grid, *args, **meta) -> None:
+def launch(kernel, grid, *args, outputs=None, **meta) -> None:
     """Run ``kernel[grid](*args, **meta)`` where this machine runs Triton: compiled on a GPU
     (CPU tensors are copied there and the results copied back), else in the interpreter,
-    bounds-checked as :func:`count` does. Tensors are changed in place, as by a launch."""
+    bounds-checked as :func:`count` does. Tensors are changed in place, as by a launch.
+
+    ``outputs``: positions of the arguments the kernel may write (see :func:`count`); on a GPU,
+    where stores cannot be intercepted, the other tensors are compared with copies taken before
+    the launch and :class:`InputWritten` is raised if one changed."""
     mode, why = prepare()
     if mode == "unavailable":
         raise RuntimeError(why)
@@ -326,15 +351,23 @@ def launch(kernel, grid, *args, **meta) -> None:
 
     if mode == "interpreter" or type(kernel).__name__ == "InterpretedFunction":   # always bounds-checked
         cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
-        count(kernel, grid, *cpu, **meta)
+        count(kernel, grid, *cpu, outputs=outputs, **meta)
         for a, c in zip(args, cpu):
             if isinstance(a, torch.Tensor) and c is not a:
                 a.copy_(c)
         return
 
     moved = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in args]
+    inputs = {i: m.clone() for i, m in enumerate(moved)
+              if isinstance(m, torch.Tensor) and outputs is not None and i not in outputs}
     kernel[_grid(grid)](*moved, **meta)
     torch.cuda.synchronize()
+    names = _arg_names(kernel)
+    for i, before in inputs.items():
+        changed = int((moved[i] != before).sum().item() - (moved[i].isnan() & before.isnan()).sum().item())
+        if changed:
+            raise InputWritten(f"the kernel changed its input `{names[i] if i < len(names) else i}`: expected it "
+                               f"unchanged, got {changed} of {before.numel()} element(s) changed")
     for a, m in zip(args, moved):
         if isinstance(a, torch.Tensor) and m is not a:
             a.copy_(m.cpu())

@@ -204,6 +204,12 @@ FOREVER = SOLUTIONS["ex1_add"].replace("    mask = offs < n\n",
 TWICE = SOLUTIONS["ex2_softmax"].replace(
     "    num = tl.exp(z)\n",
     '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) - tl.max(x, axis=0))\n')
+OVERWRITE_ADD = SOLUTIONS["ex1_add"].replace(   # never writes out; x + y == 0 == out afterwards
+    "    tl.store(out_ptr + offs, x + y, mask=mask)",
+    "    tl.store(x_ptr + offs, x * 0.0, mask=mask)\n    tl.store(y_ptr + offs, y * 0.0, mask=mask)")
+OVERWRITE_SOFTMAX = SOLUTIONS["ex2_softmax"].replace(   # the softmax written over its input too
+    "    tl.store(out_ptr", "    tl.store(x_ptr + row * row_stride + cols, num / tl.sum(num, axis=0), mask=mask)\n"
+                           "    tl.store(out_ptr")
 PATCH_COUNT = """
 from course_lib import triton_traffic as _tt
 _real = _tt.count
@@ -238,7 +244,8 @@ def _submissions(blank) -> dict:
     return {"honest": honest,
             "a_refused": edited({"ex1_add": ATTACK_IMPORT, "ex2_softmax": TWICE, "ex3_gelu": ATTACK_REBIND,
                                  "ex4_matmul": ATTACK_HUGE}, PATCH_COUNT),
-            "forever": edited({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN})}
+            "forever": edited({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN}),
+            "overwrites": edited({"ex1_add": OVERWRITE_ADD, "ex2_softmax": OVERWRITE_SOFTMAX})}
 
 
 @pytest.fixture(scope="module")
@@ -280,6 +287,18 @@ def test_refused_kernels_earn_nothing_and_say_why(graded):
                    "bias_gelu_kernel uses `tl` as a variable name", "a graded block has at most"):
         assert reason in pages, reason
     assert all(graded["by"]["forever"].cells[g] == 0 for g in ("ex2_visible", "ex2_stable", "ex2_budget"))
+
+
+@pytest.mark.timeout(900)
+def test_kernels_that_write_over_their_inputs_earn_nothing(graded):
+    """Issue 26: a test computes its expected value from the inputs after the launch, so a kernel
+    that zeroes x and y (out == x + y == 0) or writes the softmax into x as well would pass;
+    a store into an input now stops the kernel in the checker and says so."""
+    o = graded["by"]["overwrites"]
+    assert all(v == 0 for g, v in o.cells.items() if g.startswith(("ex1", "ex2"))), o.cells
+    assert all(v > 0 for g, v in o.cells.items() if g.startswith(("ex3", "ex4"))), o.cells
+    page = graded["pages"]["overwrites"]
+    assert "a tl.store into `x_ptr`, an input: expected stores only into `out_ptr`" in page
 
 
 @pytest.mark.timeout(900)

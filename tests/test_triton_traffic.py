@@ -70,6 +70,25 @@ def test_one_element_past_the_end_is_out_of_bounds_even_between_neighbours():
         triton_traffic.count(copy_one_too_far, (3,), x, out, 128, BLOCK=64)
 
 
+@triton.jit
+def zero_the_input(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 0.0, mask=mask)
+
+
+def test_a_store_into_an_input_is_refused_before_it_lands():
+    x, out = torch.randn(100), torch.zeros(100)
+    before = x.clone()
+    for run in (triton_traffic.count, triton_traffic.launch):
+        with pytest.raises(triton_traffic.InputWritten, match="a tl.store into `x_ptr`, an input: expected stores "
+                                                               "only into `out_ptr`, got 64 element"):
+            run(zero_the_input, (2,), x, out, 100, BLOCK=64, outputs=(1,))
+        assert torch.equal(x, before)
+    triton_traffic.count(zero_the_input, (2,), x, out, 100, BLOCK=64)   # no outputs named: stores anywhere
+    assert not x.any()
+
+
 def test_results_of_a_counted_launch_reach_the_callers_tensors():
     x, out = torch.arange(10, dtype=torch.float32), torch.zeros(10)
     triton_traffic.launch(copy_kernel, (1,), x, out, 10, BLOCK=16)

@@ -22,6 +22,9 @@ WRONG_ANSWERS = {
         ('    mask = offs < n\n', '    mask = offs <= n\n'),
         # the program's offset forgets BLOCK: programs overlap, most elements never written
         ('    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)', '    offs = tl.program_id(0) + tl.arange(0, BLOCK)'),
+        # inputs overwritten (issue 26): x and y zeroed, out never written, so out == x + y == 0
+        ('    tl.store(out_ptr + offs, x + y, mask=mask)',
+         '    tl.store(x_ptr + offs, x * 0.0, mask=mask)\n    tl.store(y_ptr + offs, y * 0.0, mask=mask)'),
     ],
     'ex2_softmax': [
         # no max subtraction: exp overflows to inf on large inputs (inf / inf = nan)
@@ -33,6 +36,8 @@ WRONG_ANSWERS = {
          '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) - tl.max(x, axis=0))\n'),
         # the store is not masked: the last row writes past the end of out
         ('tl.sum(num, axis=0), mask=mask)', 'tl.sum(num, axis=0))'),
+        # the softmax written over the input as well as into out
+        ('    tl.store(out_ptr', '    tl.store(x_ptr + row * row_stride + cols, x * 0.0, mask=mask)\n    tl.store(out_ptr'),
     ],
     'ex3_gelu': [
         # the sigmoid approximation of GELU instead of the exact erf form

@@ -205,7 +205,8 @@ def test_spec_for_finds_the_cited_row_of_a_gpu_by_its_torch_name():
     assert hardware.spec_for("NVIDIA H100 80GB HBM3")["fp32_tflops"] == pytest.approx(67)
     assert hardware.spec_for("Tesla V100-SXM2-16GB")["device"] == "NVIDIA Tesla V100 SXM2"
     assert hardware.spec_for("NVIDIA A100-SXM4-80GB")["bandwidth_gbs"] == pytest.approx(2039)
-    assert hardware.spec_for("NVIDIA GeForce RTX 4090") is None  # not in the table: no made-up peak
+    assert hardware.spec_for("NVIDIA GeForce RTX 4090")["device"] == "NVIDIA GeForce RTX 4090"
+    assert hardware.spec_for("NVIDIA GeForce RTX 3060") is None  # not in the table: no made-up peak
     assert hardware.spec_for("Intel(R) Xeon(R) Processor") is None  # CPUs are never GPU rows
 
 

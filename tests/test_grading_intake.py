@@ -95,3 +95,63 @@ def test_anything_else_is_refused(value):
 def test_malformed_data_is_rejected(text):
     with pytest.raises((ValueError, RecursionError)):
         wire.decode(text)
+
+
+def _nb_json(meta, extra_cell_meta=None):
+    nb = {"nbformat": 4, "nbformat_minor": 5,
+          "metadata": {"widgets": {"x": 1}, "kernelspec": {"name": "python3", "display_name": "Python 3"}},
+          "cells": [{"id": "a1", "cell_type": "markdown", "metadata": {"nbgrader": meta}, "source": ["hi"]},
+                    {"id": "a2", "cell_type": "code", "metadata": extra_cell_meta or {}, "source": "x = 1",
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": "1"}], "execution_count": 3}]}
+    return nb
+
+
+@pytest.mark.parametrize("meta, words", [
+    ({"grade": True, "points": 1}, "without a grade_id"),
+    ({"grade": True, "grade_id": ["ex1_visible"], "points": 1}, "grade_id is a list"),
+    ("yes", "it is str, not a mapping"),
+    ({"grade_id": "ok", "grade": "yes"}, "grade is not true or false"),
+    ({"grade_id": "ok", "grade": True, "points": float("nan")}, "points is not a number"),
+])
+def test_malformed_nbgrader_metadata_is_dropped_with_a_plain_note(tmp_path, meta, words):
+    path = tmp_path / "exercises.ipynb"
+    path.write_text(json.dumps(_nb_json(meta)))
+    nb, notes = submission.read_submission(path)
+    assert len(notes) == 1 and "cell 1" in notes[0] and words in notes[0] and "\n" not in notes[0]
+    assert "nbgrader" not in nb.cells[0].metadata
+    assert list(nb.metadata) == ["kernelspec"]                      # widget state never kept
+    assert nb.cells[1].outputs == [] and nb.cells[1].execution_count is None
+
+
+def test_well_formed_metadata_is_kept_and_deep_json_refused(tmp_path):
+    path = tmp_path / "exercises.ipynb"
+    good = {"grade": True, "solution": False, "grade_id": "ex1_visible", "points": 1, "schema_version": 3}
+    deep = {"slideshow": {"slide_type": "slide"}, "junk": json.loads("[" * 500 + "]" * 500)}
+    path.write_text(json.dumps(_nb_json(good, deep)))
+    nb, notes = submission.read_submission(path)
+    assert notes == [] and nb.cells[0].metadata["nbgrader"] == good
+    assert nb.cells[1].metadata == {"slideshow": {"slide_type": "slide"}}   # the deep junk is dropped
+    path.write_text('{"cells": [], "metadata": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(SubmissionProblem, match="nested too deeply"):
+        submission.read_submission(path)
+
+
+def test_restore_drops_nbgrader_metadata_of_cells_that_match_no_grade_cell():
+    import nbformat
+
+    source = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}})
+    student = nbformat.v4.new_notebook(metadata={"widgets": {}})
+    cell = nbformat.v4.new_markdown_cell("extra")
+    cell.metadata["nbgrader"] = {"grade": False, "solution": False, "locked": False}
+    student.cells.append(cell)
+    nb, _ = submission.restore_test_cells(student, source, source)
+    assert "nbgrader" not in nb.cells[0].metadata and dict(nb.metadata) == dict(source.metadata)
+
+
+@pytest.mark.parametrize("text, shown", [("=1+1", "'=1+1"), ("+1-2", "'+1-2"), ("-2+3", "'-2+3"), ("@SUM(1)", "'@SUM(1)"),
+                                         ("\tx", "'\tx"), ("\rx", "'\rx"), ("alice", "alice"), ("-2", "-2"),
+                                         ("14", "14"), ("1.5e+12", "1.5e+12")])
+def test_csv_cells_a_spreadsheet_would_run_are_escaped(text, shown):
+    from course_tools.grading.results import csv_cell
+
+    assert csv_cell(text) == shown

@@ -10,10 +10,20 @@ their kernel (``execute`` withholds the rest). Student output is plain text, PNG
 cells the student wrote are shown as escaped text, so nothing a student writes runs in the
 reader's browser. Math renders offline with the local MathJax of
 ``slides/node_modules`` copied beside the pages (``feedback/_vendor/mathjax``).
+
+A page loads nothing from the network: the notebook it is made from keeps no metadata but the
+kernel's name (no widget state, whose loader would fetch a script from a CDN), every script of
+nbconvert's template but MathJax and its configuration is removed (require.js, mermaid, the
+widget renderer), and a Content-Security-Policy, the first thing in the page's head, allows
+scripts, styles, fonts and images from the page's own place only (``'self'``, ``file:``),
+inline images as ``data:``, the one inline script that remains by its hash, and ``eval`` (MathJax
+runs its configuration with it).
 """
 from __future__ import annotations
 
+import base64
 import copy
+import hashlib
 import html
 import re
 import shutil
@@ -27,8 +37,16 @@ from .submission import _nb_meta, is_test_cell
 
 SAFE_DATA = ("text/plain", "image/png", "image/jpeg")
 MATHJAX_CONFIG = "?config=TeX-AMS_CHTML-full,Safe"
-REMOTE_SCRIPT = re.compile(r"<script\b[^>]*>(?:(?!</script>).)*?https://cdnjs\.(?:(?!</script>).)*?</script>"
-                           r"|<script\b[^>]*\bsrc=\"https?://[^\"]*\"[^>]*>\s*</script>", re.S | re.I)
+SCRIPT = re.compile(r"<script\b([^>]*)>(.*?)</script\s*>", re.S | re.I)
+LINK = re.compile(r"<link\b[^>]*>", re.I)
+HEAD = re.compile(r"<head\b[^>]*>", re.I)
+CSS_URL_COMMENT = re.compile(r"/\*(?:(?!\*/).)*?https?://.*?\*/", re.S)
+# what a feedback page may load: its own files (the local MathJax, its fonts), inline styles and
+# data: images; never the network, a frame, a plugin, a form or a connection. MathJax 2 runs its
+# configuration block with eval ('unsafe-eval' lets a loaded script evaluate text, loads nothing)
+CSP = ("default-src 'none'; script-src 'self' file: 'unsafe-eval' {scripts}; style-src 'self' file: 'unsafe-inline'; "
+       "img-src 'self' file: data:; font-src 'self' file: data:; connect-src 'none'; media-src 'none'; "
+       "object-src 'none'; frame-src 'none'; worker-src 'none'; base-uri 'none'; form-action 'none'")
 
 
 def safe_outputs(outputs: list, limit: int = 200_000) -> list:
@@ -64,6 +82,7 @@ def feedback_notebook(nb, execution, scores: dict, total: tuple[float, float], n
     """The notebook the student's feedback page is made from. Markdown that is not the
     release's own is shown as escaped text."""
     fb = copy.deepcopy(nb)
+    fb.metadata = {k: copy.deepcopy(nb.metadata[k]) for k in ("kernelspec", "language_info") if k in nb.metadata}
     trusted_text = {c.source for c in (release_nb.cells if release_nb else []) if c.cell_type != "code"}
     for index, cell in enumerate(fb.cells):
         if cell.cell_type != "code":
@@ -107,16 +126,49 @@ def mathjax_into(feedback_root: Path) -> Path | None:
 
 
 def render_html(fb, mathjax_url: str) -> str:
-    """HTML of a feedback notebook: sanitised, no remote scripts; math from ``mathjax_url``."""
+    """HTML of a feedback notebook that loads nothing from the network (see the module
+    docstring); math from ``mathjax_url`` (a relative address, or "" for none)."""
     from nbconvert import HTMLExporter
 
+    if re.match(r"[a-z][a-z0-9+.-]*:|//", mathjax_url, re.I):
+        raise ValueError(f"MathJax must be a local, relative address, not {mathjax_url!r}")
+    fb = copy.copy(fb)
+    fb.metadata = {k: v for k, v in fb.metadata.items() if k in ("kernelspec", "language_info")}
     exporter = HTMLExporter(template_name="lab")
     exporter.sanitize_html = False  # its escaping shows the lesson's own markdown as tags; see feedback_notebook
     exporter.mathjax_url = mathjax_url
     exporter.exclude_input_prompt = exporter.exclude_output_prompt = True
     page, _ = exporter.from_notebook_node(fb)
-    # the template's own loaders for require.js and mermaid (unused here) would reach a CDN
-    return REMOTE_SCRIPT.sub("", page)
+    return offline_page(page, mathjax_url)
+
+
+def offline_page(page: str, mathjax_url: str) -> str:
+    """An nbconvert page with its scripts reduced to MathJax at ``mathjax_url`` and MathJax's
+    configuration, links only to local style sheets, and a Content-Security-Policy first in its
+    head that holds the page to that."""
+    inline = []
+
+    def keep(match) -> str:
+        attrs, body = match.group(1), match.group(2)
+        src = re.search(r"\bsrc\s*=\s*[\"']([^\"']*)[\"']", attrs)
+        if src and mathjax_url and html.unescape(src.group(1)) == mathjax_url and not body.strip():
+            return match.group(0)
+        if not src and re.search(r"\btype\s*=\s*[\"']text/x-mathjax-config[\"']", attrs):
+            inline.append(body)  # MathJax runs this text itself, as an inline script
+            return match.group(0)
+        return ""  # require.js, mermaid, widget state and renderer: all would reach a CDN
+
+    page = SCRIPT.sub(keep, page)
+    page = LINK.sub(lambda m: "" if re.search(r"\bhref\s*=\s*[\"']?\s*(?:[a-z][a-z0-9+.-]*:|//)", m.group(0), re.I)
+                    else m.group(0), page)
+    page = CSS_URL_COMMENT.sub("", page)  # the template's credits: no address that looks loadable is left
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in inline)
+    policy = html.escape(CSP.format(scripts=hashes), quote=False).replace('"', "&quot;")
+    meta = f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+    head = HEAD.search(page)
+    if not head:
+        raise ValueError("nbconvert's page has no <head>")
+    return page[:head.end()] + meta + page[head.end():]
 
 
 def local_mathjax_url(depth: int = 2) -> str:

@@ -87,8 +87,10 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
     outcome = Outcome(student)
     folder = ctx["course"].root / "submitted" / student / ctx["lesson"]
     try:
+        outcome.reasons += ctx.get("intake_notes", {}).get(student, [])
         files = inspect_folder(folder)
-        nb = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")
+        nb, notes = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")  # metadata checked and reduced
+        outcome.reasons += notes
         nb, notes = restore_test_cells(nb, ctx["source_nb"], ctx["release_nb"])
         outcome.reasons += notes
         stamp, note = read_timestamp(folder)
@@ -147,7 +149,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     index, count = shard
     if sandbox and not bubblewrap():
         raise SandboxUnavailable(why_no_sandbox())
-    refused = import_submissions(course, lesson, Path(submissions)) if submissions else {}
+    refused, intake_notes = import_submissions(course, lesson, Path(submissions)) if submissions else ({}, {})
     ensure_assignment(course, lesson)
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
     release_nb = nbformat.read(str(course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
@@ -168,7 +170,8 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
     max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
     ctx = {"course": course, "lesson": lesson, "source_nb": source_nb, "release_nb": release_nb, "limits": limits,
-           "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback, "max_score": max_score}
+           "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback, "max_score": max_score,
+           "intake_notes": intake_notes}
     done: dict[str, Outcome] = {}
     stop = threading.Event()
     previous = {}

@@ -29,14 +29,17 @@ class GradingError(RuntimeError):
 
 @dataclass
 class CourseDir:
-    """An nbgrader course directory: ``root`` holds source/, release/, submitted/, ..."""
+    """An nbgrader course directory: ``root`` holds source/, release/, submitted/, ...;
+    ``gradebook`` is the gradebook file nbgrader writes (``root/gradebook.db`` unless set: the
+    merge writes a copy, then renames it in place)."""
 
     root: Path
     source: Path
+    gradebook: Path | None = None
 
     @property
     def db_url(self) -> str:
-        return f"sqlite:///{self.root / 'gradebook.db'}"
+        return f"sqlite:///{self.gradebook or self.root / 'gradebook.db'}"
 
     def settings(self) -> dict:
         """The ``CourseDirectory`` settings nbgrader gets for this course, in or out of process.

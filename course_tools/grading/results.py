@@ -5,15 +5,28 @@ every shard of one run and writes, per student, the gradebook entry (nbgrader's 
 ``feedback/<student>/<lesson>/exercises.html``, and then one CSV for the class.
 
 A student whose submission was refused or could not be graded has no gradebook entry for the
-lesson afterwards (an earlier score is removed, never shown as new). SIGTERM during the merge
-is held until the student being written is complete (``held_signals``).
+lesson afterwards (an earlier score is removed, never shown as new). Nothing is half written:
+the gradebook is updated in a copy (the live one locked against other writers meanwhile) that
+replaces it in one rename, and the CSV is written to a temporary file renamed in place. A
+student whose grades the gradebook refuses gets a grader error in their row, the others are
+recorded; a merge that fails as a whole, or is stopped (SIGTERM) before the copy is in place,
+leaves the gradebook as it was and a CSV that says nobody was recorded (never the old scores),
+and keeps the shards for ``course grade LESSON --merge``. A process that kept a gradebook
+connection open across the merge writes to the replaced file: run the formgrader after it.
+CSV cells a spreadsheet would run as a formula (leading ``= + - @``, tab, carriage return)
+get a leading ``'`` (OWASP's rule for CSV injection).
 """
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
+import os
+import re
 import shutil
 import signal
+import sqlite3
+import stat
 import threading
 import warnings
 from contextlib import contextmanager
@@ -24,6 +37,7 @@ import nbformat
 
 from ..paths import GRADED_NOTEBOOK
 from .nbgrader_course import CourseDir, GradingError
+from .submission import STUDENT_NAME
 
 
 @dataclass
@@ -59,14 +73,15 @@ def write_shard(folder: Path, outcomes: list[Outcome], complete: bool) -> None:
 
 @contextmanager
 def held_signals():
-    """SIGTERM and SIGINT wait until the block is done (main thread only)."""
+    """SIGTERM and SIGINT wait until the block is done (main thread only); the block gets the
+    list of signals received meanwhile, to stop early if it can."""
+    pending: list = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield pending
         return
-    pending = []
     old = {s: signal.signal(s, lambda n, f: pending.append(n)) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield pending
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
@@ -113,10 +128,13 @@ def read_scores(course: CourseDir, lesson: str, student: str) -> tuple[float, fl
         return float(sub.score), float(sub.max_score), cells
 
 
-def merge(course: CourseDir, lesson: str, cell_ids: list[str], max_score: float) -> list[Outcome]:
-    """Merge every shard of the last run of ``lesson`` (see the module docstring)."""
-    from nbgrader.utils import parse_utc
+class _Stopped(Exception):
+    """A signal arrived while the gradebook copy was being written."""
 
+
+def merge(course: CourseDir, lesson: str, cell_ids: list[str], max_score: float) -> list[Outcome]:
+    """Merge every shard of the last run of ``lesson`` (see the module docstring). Raises
+    GradingError, after writing a CSV that says so, when the merge fails as a whole."""
     root = course.root / "build" / "grading" / lesson / "shards"
     folders = sorted(p for p in root.iterdir() if p.is_dir()) if root.exists() else []
     counts = {p.name.split("-of-")[-1] for p in folders}
@@ -128,53 +146,150 @@ def merge(course: CourseDir, lesson: str, cell_ids: list[str], max_score: float)
     missing = [f"{i}-of-{count}" for i in range(count) if not (root / f"{i}-of-{count}" / "outcomes.json").exists()]
     if missing:
         raise GradingError(f"shards not finished: {', '.join(missing)} (grade them, then merge again)")
-    outcomes = []
+    entries = []
     for folder in folders:
         for data in json.loads((folder / "outcomes.json").read_text())["outcomes"]:
             o = Outcome(**data)
             o.max_score = max_score
-            graded = folder / "graded" / f"{o.student}.ipynb"
-            with held_signals():
-                if o.status == "graded" and graded.exists():
-                    nb = nbformat.read(str(graded), as_version=4)
-                    save_grades(course, lesson, o.student, nb, parse_utc(o.timestamp) if o.timestamp else None)
-                    o.score, o.max_score, o.cells = read_scores(course, lesson, o.student)
-                    target = course.root / "autograded" / o.student / lesson
-                    target.mkdir(parents=True, exist_ok=True)
-                    shutil.copy2(graded, target / f"{GRADED_NOTEBOOK}.ipynb")
-                else:
-                    drop_grades(course, lesson, o.student)
-                    if o.status == "refused":
-                        o.score = 0.0
-                page = folder / "feedback" / f"{o.student}.html"
-                target = course.root / "feedback" / o.student / lesson
-                if target.exists():
-                    shutil.rmtree(target)
-                if page.exists():
-                    target.mkdir(parents=True)
-                    shutil.copy2(page, target / f"{GRADED_NOTEBOOK}.html")
-                    # nbgrader release_feedback names the released page from these two files; only
-                    # small regular files are copied (never a link into the grader's machine)
-                    for name in ("timestamp.txt", "submission_secret.txt"):
-                        kept = course.root / "submitted" / o.student / lesson / name
-                        if kept.is_file() and not kept.is_symlink() and kept.stat().st_size < 4096:
-                            shutil.copyfile(kept, target / name, follow_symlinks=False)
-            outcomes.append(o)
-    outcomes.sort(key=lambda o: o.student)
-    write_grades_csv(course.root / "build" / f"grades_{lesson}.csv", outcomes, cell_ids)
+            entries.append((o, folder))
+    entries.sort(key=lambda e: e[0].student)
+    csv_path = course.root / "build" / f"grades_{lesson}.csv"
+    with held_signals() as pending:
+        try:
+            _record_gradebook(course, lesson, entries, pending)
+        except BaseException as exc:  # noqa: BLE001 - nobody recorded: the CSV says so, never old scores
+            why = ("the grader was stopped during the merge" if isinstance(exc, _Stopped)
+                   else f"the merge failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+            rows = [Outcome(o.student, score=float("nan"), max_score=max_score, seconds=o.seconds, status="error",
+                            reasons=[f"not recorded: {why}; the gradebook is unchanged; run course grade {lesson} "
+                                     "--merge again"]) for o, _ in entries]
+            write_grades_csv(csv_path, rows, cell_ids)
+            if isinstance(exc, _Stopped):
+                return rows  # leaving held_signals ends the process as the signal asks
+            raise GradingError(f"merge of {lesson} failed, nothing recorded: {why}") from exc
+        unwritten = _copy_pages(course, lesson, entries)
+        outcomes = [o for o, _ in entries]
+        write_grades_csv(csv_path, outcomes, cell_ids)
+    if unwritten:
+        raise GradingError(f"graded copies or feedback pages of {', '.join(unwritten[:5])} could not be written "
+                           "(the gradebook and CSV are written; see their rows)")
     shutil.rmtree(root, ignore_errors=True)
     return outcomes
+
+
+def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: list) -> None:
+    """Every student's result into a copy of the gradebook, then the copy in place of the live
+    one (one rename). The live gradebook is locked against other writers from the copy to the
+    rename; raises _Stopped, leaving it untouched, when ``pending`` receives a signal first."""
+    from nbgrader.utils import parse_utc
+
+    live = course.root / "gradebook.db"
+    course.settings()  # a course without a gradebook gets an empty one first
+    for old in live.parent.glob("gradebook.db.merge-*.tmp"):  # left by a merge killed outright
+        pid = old.name.split("-")[1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            old.unlink(missing_ok=True)
+    work = live.with_name(f"gradebook.db.merge-{os.getpid()}-{os.urandom(3).hex()}.tmp")
+    lock = sqlite3.connect(live, timeout=60, isolation_level=None)
+    try:
+        lock.execute("BEGIN IMMEDIATE")  # readers go on reading the old gradebook; writers wait
+        source, target = sqlite3.connect(live, timeout=60), sqlite3.connect(work)
+        try:  # a reader of its own: a backup from the locking connection itself waits forever
+            source.backup(target)
+        finally:
+            source.close()
+            target.close()
+        copy = dataclasses.replace(course, gradebook=work)
+        for o, folder in entries:
+            if pending:
+                raise _Stopped()
+            if not STUDENT_NAME.fullmatch(o.student):  # a refused folder with an odd name: never in the gradebook
+                o.score = 0.0 if o.status == "refused" else o.score
+                continue
+            graded = folder / "graded" / f"{o.student}.ipynb"
+            if o.status == "graded" and graded.exists():
+                try:
+                    nb = nbformat.read(str(graded), as_version=4)
+                    save_grades(copy, lesson, o.student, nb, parse_utc(o.timestamp) if o.timestamp else None)
+                    o.score, o.max_score, o.cells = read_scores(copy, lesson, o.student)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - this student's row says so; the others are recorded
+                    o.status, o.score, o.cells = "error", float("nan"), {}
+                    o.reasons.append(f"grader error: the gradebook refused the grades ({type(exc).__name__}: "
+                                     f"{' '.join(str(exc).split())[:200]})")
+            drop_grades(copy, lesson, o.student)
+            if o.status == "refused":
+                o.score = 0.0
+        if pending:
+            raise _Stopped()
+        mode = os.stat(live)
+        os.chmod(work, stat.S_IMODE(mode.st_mode))
+        if os.geteuid() == 0:
+            os.chown(work, mode.st_uid, mode.st_gid)
+        os.replace(work, live)
+    finally:
+        lock.close()
+        work.unlink(missing_ok=True)
+
+
+def _copy_pages(course: CourseDir, lesson: str, entries: list) -> list[str]:
+    """Each student's graded notebook into ``autograded/`` and feedback page into ``feedback/``
+    (an old page is removed); the students whose files could not be written (their rows say so)."""
+    unwritten = []
+    for o, folder in entries:
+        if not STUDENT_NAME.fullmatch(o.student):
+            continue
+        try:
+            graded = folder / "graded" / f"{o.student}.ipynb"
+            if o.status == "graded" and graded.exists():
+                target = course.root / "autograded" / o.student / lesson
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(graded, target / f"{GRADED_NOTEBOOK}.ipynb")
+            page = folder / "feedback" / f"{o.student}.html"
+            target = course.root / "feedback" / o.student / lesson
+            if target.exists():
+                shutil.rmtree(target)
+            if page.exists():
+                target.mkdir(parents=True)
+                shutil.copy2(page, target / f"{GRADED_NOTEBOOK}.html")
+                # nbgrader release_feedback names the released page from these two files; only
+                # small regular files are copied (never a link into the grader's machine)
+                for name in ("timestamp.txt", "submission_secret.txt"):
+                    kept = course.root / "submitted" / o.student / lesson / name
+                    if kept.is_file() and not kept.is_symlink() and kept.stat().st_size < 4096:
+                        shutil.copyfile(kept, target / name, follow_symlinks=False)
+        except OSError as exc:
+            unwritten.append(o.student)
+            o.reasons.append(f"grader error: graded copy or feedback page not written ({exc.strerror or exc})")
+    return unwritten
+
+
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+NUMBER = re.compile(r"-?\d+(\.\d*)?(e[+-]?\d+)?|-?inf|nan")
+
+
+def csv_cell(value) -> str:
+    """``value`` as CSV text a spreadsheet shows and never runs: text that starts like a formula
+    (``= + - @``, tab, carriage return) gets a leading ``'`` (OWASP); plain numbers stay."""
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA_START) and not NUMBER.fullmatch(text) else text
 
 
 def write_grades_csv(path: Path, outcomes: list[Outcome], cell_ids: list[str] = ()) -> Path:
     """student, score, max_score, seconds, reason, then the points of each test cell."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".csv.tmp")
-    with tmp.open("w", newline="") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", "score", "max_score", "seconds", "reason", *cell_ids])
-        for o in outcomes:
-            writer.writerow([o.student, "" if o.score != o.score else f"{o.score:g}", f"{o.max_score:g}",
-                             f"{o.seconds:g}", o.reason, *(f"{o.cells[c]:g}" if c in o.cells else "" for c in cell_ids)])
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(3).hex()}.tmp")
+    try:
+        with tmp.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow([csv_cell(c) for c in ["student", "score", "max_score", "seconds", "reason", *cell_ids]])
+            for o in outcomes:
+                row = [o.student, "" if o.score != o.score else f"{o.score:g}", f"{o.max_score:g}", f"{o.seconds:g}",
+                       o.reason, *(f"{o.cells[c]:g}" if c in o.cells else "" for c in cell_ids)]
+                writer.writerow([csv_cell(c) for c in row])
+            fh.flush()
+            os.fsync(fh.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path

@@ -1,18 +1,27 @@
 """Step 1 of grading: intake. A submission is a folder of regular files with plain names and
 bounded sizes; anything else (a symbolic link anywhere, a device, a pipe, a socket, an odd name,
 too many or too large files) is refused for that student with the reason, and nothing of it is
-copied or read. Then: read the notebook, refuse what is not one, restore the test cells from the
-source (hidden tests included) and the grade cells' metadata from the release, and copy the
-student's files (regular files only, opened without following links) for the sandbox.
+copied or read. Then: read the notebook, refuse what is not one, keep of its metadata only what
+is well formed and used (``sanitise_notebook``: a malformed nbgrader entry is dropped with a note
+for that student, never passed on to the merge), restore the test cells from the source (hidden
+tests included) and the grade cells' metadata from the release, and copy the student's files
+(regular files only, opened without following links) for the sandbox.
+
+The submission time is the grader's: ``import_submissions`` writes ``timestamp.txt`` with the
+time it took the files in (a ``timestamp.txt`` of the student's own is never copied), and keeps
+the earlier time when the files are the same as last time. A folder that ``nbgrader collect``
+brought into ``submitted/`` keeps the ``timestamp.txt`` nbgrader's exchange recorded.
 """
 from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 import re
 import shutil
 import stat
+from datetime import datetime, timezone
 from pathlib import Path
 
 import nbformat
@@ -26,7 +35,10 @@ class SubmissionProblem(Exception):
 
 
 def _nb_meta(cell) -> dict:
-    return cell.get("metadata", {}).get("nbgrader", {}) or {}
+    """A cell's nbgrader metadata; {} when it has none or it is not a mapping."""
+    meta = cell.get("metadata") if isinstance(cell, dict) else None
+    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else {}
 
 
 def is_test_cell(cell) -> bool:
@@ -34,38 +46,149 @@ def is_test_cell(cell) -> bool:
     return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
 
 
+GRADE_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")   # what nbgrader itself accepts as a grade_id
+NBGRADER_FLAGS = ("grade", "solution", "locked", "task")
+NBGRADER_TEXT = ("checksum", "cell_type")
+CELL_FLAGS = ("deletable", "editable")           # other cell metadata kept: plain booleans and text
+CELL_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")     # nbformat 4.5's cell id
+
+
+def nbgrader_problem(meta) -> str | None:
+    """Why a cell's nbgrader metadata is malformed (in plain words), or None when it is well
+    formed: a mapping whose flags are booleans, whose ``grade_id`` is a plain id (required by a
+    grade, solution or task cell), whose ``points`` are a finite number >= 0 (required by a grade
+    cell) and whose other known entries are numbers or short text."""
+    if not isinstance(meta, dict):
+        return f"it is {type(meta).__name__}, not a mapping"
+    for key in NBGRADER_FLAGS:
+        if key in meta and not isinstance(meta[key], bool):
+            return f"{key} is not true or false"
+    gid = meta.get("grade_id")
+    if "grade_id" in meta and not (isinstance(gid, str) and GRADE_ID.fullmatch(gid)):
+        return "grade_id is not a plain id" if isinstance(gid, str) else f"grade_id is a {type(gid).__name__}, not text"
+    if gid is None and any(meta.get(k) for k in ("grade", "solution", "task")):
+        return "a graded, solution or task cell without a grade_id"
+    points = meta.get("points")
+    if "points" in meta and (isinstance(points, bool) or not isinstance(points, (int, float))
+                             or not math.isfinite(points) or points < 0):
+        return "points is not a number >= 0"
+    if meta.get("grade") and "points" not in meta:
+        return "a graded cell without points"
+    if "schema_version" in meta and (isinstance(meta["schema_version"], bool) or not isinstance(meta["schema_version"], int)):
+        return "schema_version is not a whole number"
+    for key in NBGRADER_TEXT:
+        if key in meta and not (isinstance(meta[key], str) and len(meta[key]) <= 200):
+            return f"{key} is not short text"
+    return None
+
+
+def sanitise_notebook(data: dict) -> list[str]:
+    """Reduce a parsed notebook (JSON) in place to what grading uses, each part checked; return
+    notes for the student. Kept: per cell its type, text and id, and of its metadata a
+    well-formed ``nbgrader`` entry (known keys only), ``slideshow.slide_type``, ``tags`` and the
+    ``deletable``/``editable`` flags; of the notebook's metadata ``kernelspec`` and
+    ``language_info`` as text. Dropped: outputs (the grader makes its own), attachments, widget
+    state and everything else. A malformed nbgrader entry is removed and named in the notes.
+    SubmissionProblem when the notebook's shape itself is wrong."""
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise SubmissionProblem("not a notebook: it has no list of cells")
+    for key in ("nbformat", "nbformat_minor"):
+        if isinstance(data.get(key), bool) or not isinstance(data.get(key), int):
+            raise SubmissionProblem(f"not a notebook: {key} is not a whole number")
+    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    kept_meta = {}
+    for key, fields in (("kernelspec", ("name", "display_name", "language")), ("language_info", ("name", "version"))):
+        if isinstance(meta.get(key), dict):
+            kept = {f: meta[key][f] for f in fields if isinstance(meta[key].get(f), str) and len(meta[key][f]) <= 200}
+            if all(f in kept for f in fields[:2 if key == "kernelspec" else 1]):  # what nbformat requires
+                kept_meta[key] = kept
+    cells, malformed, ids = [], [], set()
+    for number, cell in enumerate(data["cells"], start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            raise SubmissionProblem(f"not a notebook: cell {number} has an unknown type")
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(line, str) for line in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise SubmissionProblem(f"not a notebook: cell {number} has no text")
+        new = {"cell_type": cell["cell_type"], "metadata": {}, "source": source}
+        if isinstance(cell.get("id"), str) and CELL_ID.fullmatch(cell["id"]) and cell["id"] not in ids:
+            new["id"] = cell["id"]
+            ids.add(cell["id"])
+        if cell["cell_type"] == "code":
+            new["outputs"], new["execution_count"] = [], None
+        cmeta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        if "nbgrader" in cmeta:
+            why = nbgrader_problem(cmeta["nbgrader"])
+            if why:
+                malformed.append(f"cell {number} ({why})")
+            else:
+                new["metadata"]["nbgrader"] = {k: v for k, v in cmeta["nbgrader"].items()
+                                               if k in (*NBGRADER_FLAGS, *NBGRADER_TEXT, "grade_id", "points", "schema_version")}
+        slide = cmeta.get("slideshow")
+        if isinstance(slide, dict) and isinstance(slide.get("slide_type"), str) and len(slide["slide_type"]) <= 20:
+            new["metadata"]["slideshow"] = {"slide_type": slide["slide_type"]}
+        tags = cmeta.get("tags")
+        if isinstance(tags, list) and len(tags) <= 50 and all(isinstance(t, str) and len(t) <= 100 for t in tags):
+            new["metadata"]["tags"] = list(tags)
+        new["metadata"].update({k: cmeta[k] for k in CELL_FLAGS if isinstance(cmeta.get(k), bool)})
+        cells.append(new)
+    minor = min(max(data["nbformat_minor"], 0), 5)
+    for cell in cells:  # format 4.5 wants a unique id on every cell, earlier versions none
+        while minor >= 5 and "id" not in cell:
+            fresh = os.urandom(4).hex()
+            if fresh not in ids:
+                cell["id"] = fresh
+                ids.add(fresh)
+        if minor < 5:
+            cell.pop("id", None)
+    data.clear()
+    data.update({"cells": cells, "metadata": kept_meta, "nbformat": 4, "nbformat_minor": minor})
+    return [f"malformed nbgrader metadata ignored: {', '.join(malformed[:5])}"
+            + (f" and {len(malformed) - 5} more cells" if len(malformed) > 5 else "")] if malformed else []
+
+
 def read_submission(path: Path):
-    """The student's notebook as an nbformat node; SubmissionProblem if it is not one."""
+    """(the student's notebook as an nbformat node, notes for the student): its JSON parsed
+    once, checked and reduced by ``sanitise_notebook``; SubmissionProblem if it is not a
+    notebook (not JSON, nested too deeply to read, not version 4, a cell without text)."""
     if not os.path.lexists(path):
         raise SubmissionProblem(f"missing file {path.name}")
     raw = _read_regular(path, MAX_FILE_BYTES)
     try:
         data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise SubmissionProblem(f"not a notebook: {path.name} is JSON nested too deeply to read") from None
     except (UnicodeDecodeError, ValueError) as exc:
         raise SubmissionProblem(f"not a notebook: {path.name} is not valid JSON ({str(exc)[:80]})") from None
     if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
         raise SubmissionProblem(f"not a notebook: {path.name} has no list of cells")
+    if data.get("nbformat") != 4:
+        raise SubmissionProblem(f"not a notebook: {path.name} is not in notebook format 4")
+    notes = sanitise_notebook(data)
     try:
-        nb = nbformat.reads(raw.decode("utf-8"), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - any parse failure is the submission's
-        raise SubmissionProblem(f"not a notebook: {str(exc)[:120]}") from None
-    for cell in nb.cells:
-        if cell.get("cell_type") not in ("code", "markdown", "raw") or not isinstance(cell.get("source", ""), str):
-            raise SubmissionProblem("not a notebook: a cell has an unknown type or no text")
-    return nb
+        nb = nbformat.from_dict(data)
+        nbformat.validate(nb)
+    except Exception as exc:  # noqa: BLE001 - any shape the checks above missed is the submission's
+        raise SubmissionProblem(f"not a notebook: {str(exc).splitlines()[0][:120]}") from None
+    return nb, notes
 
 
 def restore_test_cells(student_nb, source_nb, release_nb):
     """The student's notebook with every test cell exactly as in the source (hidden tests
-    included) and every grade cell's metadata from the release; returns (nb, notes)."""
+    included), every grade cell's metadata from the release and the notebook's metadata the
+    release's; a cell that matches no grade cell of the source keeps no nbgrader metadata.
+    Returns (nb, notes)."""
     source_cells = [c for c in source_nb.cells if _nb_meta(c).get("grade_id")]
     source_by_id = {_nb_meta(c)["grade_id"]: c for c in source_cells}
     release_by_id = {_nb_meta(c).get("grade_id"): c for c in release_nb.cells if _nb_meta(c).get("grade_id")}
     nb = copy.deepcopy(student_nb)
+    nb.metadata = copy.deepcopy(release_nb.metadata)
     edited, seen, kept = [], set(), []
     for cell in nb.cells:
         gid = _nb_meta(cell).get("grade_id")
-        if gid is None:
+        if not isinstance(gid, str):  # no grade cell of the source: a plain cell
+            cell.get("metadata", {}).pop("nbgrader", None)
             kept.append(cell)
             continue
         if gid not in source_by_id or gid in seen:  # invented or duplicated grade cell: plain cell
@@ -203,7 +326,9 @@ def copy_files(folder: Path, target: Path, files, uid: int | None = None) -> Pat
 
 
 def read_timestamp(folder: Path) -> tuple[object, str]:
-    """(submission time or None, a note when timestamp.txt is present but unusable)."""
+    """(submission time or None, a note when timestamp.txt is present but unusable), from the
+    ``timestamp.txt`` in ``submitted/<student>/<lesson>/``: written there by the grader when it
+    took the files in, or by ``nbgrader collect`` from the exchange."""
     path = folder / "timestamp.txt"
     if not os.path.lexists(path):
         return None, ""
@@ -215,11 +340,28 @@ def read_timestamp(folder: Path) -> tuple[object, str]:
         return None, "timestamp.txt is not a date and was ignored"
 
 
-def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> dict[str, str]:
+TIMESTAMP = "timestamp.txt"
+
+
+def _same_files(src: Path, files, target: Path) -> bool:
+    """Whether ``target`` (an earlier copy in submitted/) holds exactly ``files`` of ``src``,
+    byte for byte, besides the grader's timestamp.txt."""
+    try:
+        had = [(rel, size) for rel, size in inspect_folder(target) if rel != TIMESTAMP]
+    except SubmissionProblem:
+        return False
+    return had == list(files) and all(
+        _read_regular(src / rel, size + 1) == _read_regular(target / rel, size + 1) for rel, size in files)
+
+
+def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
     """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/ after
-    inspecting it; {student: reason} for every folder refused (nothing of it is copied, and an
-    earlier copy of that student's lesson is removed so it is not graded as new)."""
-    refused = {}
+    inspecting it, with a ``timestamp.txt`` of the grader's: now, or the time of the earlier
+    copy when the files have not changed since (a student's own timestamp.txt is not copied).
+    Returns ({student: reason} for every folder refused (nothing of it is copied, and an
+    earlier copy of that student's lesson is removed so it is not graded as new),
+    {student: [notes]} for the students whose timestamp.txt was ignored)."""
+    refused, notes = {}, {}
     for student_dir in sorted(Path(submissions).iterdir()):
         name = student_dir.name
         if name.startswith("."):
@@ -234,13 +376,26 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> dic
             continue
         src = student_dir / lesson if os.path.lexists(student_dir / lesson) else student_dir
         target = course.root / "submitted" / name / lesson
-        _remove(course, name, lesson)
         try:
-            copy_files(src, target, inspect_folder(src))
+            files = inspect_folder(src)
+            own = [f for f in files if f[0] == TIMESTAMP or f[0].startswith(TIMESTAMP + "/")]
+            files = [f for f in files if f not in own]
+            stamp = None
+            if os.path.lexists(target) and _same_files(src, files, target):
+                stamp, _ = read_timestamp(target)
+            _remove(course, name, lesson)
+            copy_files(src, target, files)
+            when = stamp or datetime.now(timezone.utc).replace(tzinfo=None)   # UTC, as parse_utc gives
+            (target / TIMESTAMP).write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))  # nbgrader's format
+            if own:
+                claimed = read_timestamp(src)[0] if any(rel == TIMESTAMP for rel, _ in own) else None
+                notes[name] = [f"the submission's own timestamp.txt ({claimed:%Y-%m-%d %H:%M}) was ignored: the "
+                               "submission time is when the grader took it in" if claimed else
+                               "timestamp.txt is not a date and was ignored"]
         except SubmissionProblem as exc:
             _remove(course, name, lesson)
             refused[name] = str(exc)
-    return refused
+    return refused, notes
 
 
 def _remove(course: CourseDir, student: str, lesson: str) -> None:

@@ -8,7 +8,8 @@
 - a feedback page made from a notebook with ``"widgets"`` metadata loads nothing from the network
   (headless Chromium with every request that would leave refused and recorded), and its
   Content-Security-Policy blocks what a filter might miss;
-- a student's own ``timestamp.txt`` (2000-01-01) does not become the submission time;
+- a student's own ``timestamp.txt`` (2000-01-01) does not become the submission time (the grader's
+  intake time does), while a folder ``nbgrader collect`` brought in keeps the exchange's time;
 - a refused folder named ``=1+1`` is written into the CSV as text a spreadsheet does not run.
 
 The second run resubmits one student's work (0 -> 14): its merge is first stopped by SIGTERM
@@ -54,6 +55,7 @@ WIDGETS = {"application/vnd.jupyter.widget-state+json": {
                          "model_name": "IntSliderModel", "state": {"value": 3}}},
     "version_major": 2, "version_minor": 0}}
 FAKE_STAMP = "2000-01-01 00:00:00.000000 UTC"
+EXCHANGE_STAMP = "2026-01-02 03:04:05.000006 UTC"
 INJECTIONS = ["=1+1", "@SUM(1+1)", "+1-2"]
 
 
@@ -150,6 +152,10 @@ def graded(tmp_path_factory):
     # (11) the student's own submission time
     _write(incoming / "fake_time", honest)
     (incoming / "fake_time" / "timestamp.txt").write_text(FAKE_STAMP)
+    # ... while a submission that `nbgrader collect` brought from the exchange keeps the time the
+    # exchange recorded (nbgrader's own format)
+    _write(root / "submitted" / "collected" / LESSON, honest)
+    (root / "submitted" / "collected" / LESSON / "timestamp.txt").write_text(EXCHANGE_STAMP)
     # (12) folder names a spreadsheet would run as formulas
     for name in INJECTIONS:
         _write(incoming / name, honest)
@@ -179,7 +185,7 @@ def test_first_run_records_everyone_and_exits_cleanly(graded):
     by = graded["first"]
     # `course grade` exits 1 only when a score is NaN (a grader error): here none is
     assert not [o.student for o in by.values() if math.isnan(o.score)], {s: o.reason for s, o in by.items()}
-    for student in ("honest", "widgets", "fake_time", *MALFORMED):
+    for student in ("honest", "widgets", "fake_time", "collected", *MALFORMED):
         assert by[student].score == FULL and by[student].max_score == FULL, (student, by[student].reason)
         assert "grader error" not in by[student].reason
     assert by["resubmits"].score == 0
@@ -213,6 +219,8 @@ def test_student_timestamp_is_not_the_submission_time(graded):
     assert "own timestamp.txt (2000-01-01 00:00) was ignored" in graded["first"]["fake_time"].reason
     written = (course.root / "submitted" / "fake_time" / LESSON / "timestamp.txt").read_text()
     assert not written.startswith("2000")
+    assert _gradebook(course, "collected") == (FULL, datetime(2026, 1, 2, 3, 4, 5, 6))   # the exchange's time
+    assert "timestamp" not in graded["first"]["collected"].reason
     # an honest student has the grader's time too, and no note about it
     assert graded["book1"]["honest"][1] >= graded["before"] and "timestamp" not in graded["first"]["honest"].reason
 

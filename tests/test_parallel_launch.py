@@ -15,6 +15,7 @@ import torch
 
 from course_lib.parallel import fork_server
 from course_lib.parallel.launch import (
+    PerRank,
     WorkerFailed,
     WorkerKilled,
     WorkerResultRefused,
@@ -227,6 +228,56 @@ def test_a_stand_in_travels_as_its_source_text_and_protects_the_caller():
                           timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:2] == ["[100, 101]", "dumpable 0"], done.stdout
+
+
+def what_a_rank_can_find(prefix, mine, shared):
+    """Every string starting with ``prefix`` that code in this worker can find: in the frames
+    above it, in the containers ``gc.get_objects()`` lists, and (as ``"file:NAME"``) in the files
+    of the launch folder: what a student's function looked through to sum the other ranks'
+    tensors (issue 26). Also this process's ``prctl(PR_GET_DUMPABLE)`` (0: siblings cannot read
+    it through ``/proc``)."""
+    import ctypes
+    import gc
+    import os
+    import sys
+
+    found = set()
+
+    def look(obj, depth=0):
+        if isinstance(obj, str):
+            if obj.startswith(prefix) and obj != prefix:
+                found.add(obj)
+        elif depth < 6 and isinstance(obj, (list, tuple, set, frozenset)):
+            for item in obj:
+                look(item, depth + 1)
+        elif depth < 6 and isinstance(obj, dict):
+            for item in list(obj.values()):
+                look(item, depth + 1)
+
+    frame = sys._getframe(0)
+    while frame is not None:
+        look(dict(frame.f_locals))
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        look(obj, 5)
+    for name in os.listdir(sys.argv[1]):   # but the results of ranks that finished (their turn is over)
+        if name.startswith("result"):
+            continue
+        with open(os.path.join(sys.argv[1], name), "rb") as fh:
+            if prefix.encode() in fh.read():
+                found.add(f"file:{name}")
+    return sorted(found), ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
+
+
+def test_each_rank_receives_only_its_own_value_of_a_per_rank_argument():
+    """Nothing of another rank's value is in a worker's frames, gc or launch folder (the
+    launcher's own frames included); a shared argument still reaches every rank; workers are
+    non-dumpable."""
+    secrets = PerRank([["secret-0"], ["secret-1"], ["secret-2"]])
+    results = launch(what_a_rank_can_find, 3, "secret-", secrets, ["secret-S"], timeout=60)
+    assert results == [(["secret-0", "secret-S"], 0), (["secret-1", "secret-S"], 0), (["secret-2", "secret-S"], 0)]
+    with pytest.raises(ValueError, match="a PerRank argument holds 2 values for 3 ranks"):
+        launch(report_rank, 3, PerRank([1, 2]), timeout=60)
 
 
 def test_a_stand_in_without_source_is_refused_with_a_reason():

@@ -16,36 +16,38 @@ The work is split in two, because the worker processes run the student's code:
   every rank's inputs, computes their sums itself and every difference, and reads the
   workers' results only as plain data (:func:`course_lib.parallel.launch.read_result`).
 
+Each worker receives its own rank's tensors and nothing of the others' (``launch.PerRank``), and
+they are drawn from a seed chosen afresh by the checker for each check (never a fixed one that
+the function could replay): a function that does not communicate cannot know the sum.
+
 With ``point_to_point_only`` the workers refuse the built-in collectives
-(:func:`course_lib.parallel.launch.block_collectives`). That rule, the identity of the returned
+(:func:`course_lib.parallel.worker.block_collectives`). That rule, the identity of the returned
 object and the list of imported modules are kept or observed inside the workers, so code that
 rewrites a worker can get around them; the sums cannot be misreported that way.
 """
 from __future__ import annotations
 
 import math
+import secrets
 import sys
 
 import torch
 import torch.distributed as dist
 
-from ..parallel.launch import _resolve, init_process_group, job_for, launch
+from ..parallel.launch import PerRank, init_process_group, job_for, launch
+from ..parallel.worker import resolve
 
 
 def _shape(size) -> tuple[int, ...]:
     return tuple(size) if isinstance(size, (tuple, list)) else (int(size),)
 
 
-def _inputs(world_size: int, shapes: list, seed: int = 0) -> list[list[torch.Tensor]]:
-    """Random float64 tensors, ``[rank][call]``: what each rank's function is given."""
-    inputs = []
-    for rank in range(world_size):
-        mine = []
-        for shape in shapes:
-            gen = torch.Generator().manual_seed(seed + 1000 * rank + sum(shape) + len(shape))
-            mine.append(torch.randn(shape, generator=gen, dtype=torch.float64))
-        inputs.append(mine)
-    return inputs
+def _inputs(world_size: int, shapes: list, seed: int | None = None) -> list[list[torch.Tensor]]:
+    """Random float64 tensors, ``[rank][call]``: what each rank's function is given, drawn from
+    ``seed`` (by default a fresh secret one, from the operating system)."""
+    gen = torch.Generator().manual_seed(secrets.randbits(63) if seed is None else seed)
+    return [[torch.randn(shape, generator=gen, dtype=torch.float64) for shape in shapes]
+            for _ in range(world_size)]
 
 
 def _plain(value):
@@ -59,16 +61,15 @@ def _plain(value):
 
 def student_worker(job, inputs: list, point_to_point_only: bool = True) -> dict:
     """Worker: run a shipped allreduce function (see :func:`launch.job_for`) on each of this
-    rank's tensors ``inputs[rank]``.
+    rank's tensors ``inputs`` (one per call; the other ranks' never reach this process).
 
     Returns raw data only: ``{"calls": [{"returned": a tensor, None or a type's name,
     "input_after": the tensor passed in, after the call, "returns_input": the call returned
     that very tensor}], "library_modules": course_lib modules it imported}``."""
-    rank, _, _ = init_process_group("gloo", timeout=60)
-    mine = [x.clone() for x in inputs[rank]]
-    del inputs
+    init_process_group("gloo", timeout=60)
+    mine = [x.clone() for x in inputs]
     loaded_before = set(sys.modules)
-    fn = _resolve(job, point_to_point_only)
+    fn = resolve(job, point_to_point_only)
     calls = []
     for x in mine:
         got = fn(x)
@@ -133,7 +134,7 @@ def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: flo
     ``point_to_point_only`` the function may use only send/recv."""
     shapes = [_shape(s) for s in sizes]
     inputs = _inputs(world_size, shapes)
-    results = launch(student_worker, world_size, job_for(fn), inputs,
+    results = launch(student_worker, world_size, job_for(fn), PerRank(inputs),
                      point_to_point_only=point_to_point_only, timeout=timeout)
     raw = [_raw_calls(r, rank, shapes) for rank, r in enumerate(results)]
     sums = [sum(inputs[rank][i] for rank in range(world_size)) for i in range(len(shapes))]

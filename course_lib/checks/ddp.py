@@ -13,6 +13,11 @@ The work is split in two, because the worker processes run the student's code:
   mean loss) and every difference, and reads the workers' results only as plain data
   (:func:`course_lib.parallel.launch.read_result`).
 
+Each worker receives the starting parameters and its own rank's share of the batch, nothing of
+the other ranks' (``launch.PerRank``), drawn from a seed chosen afresh by the checker for each
+check (never a fixed one the function could replay): a step that trains on the whole batch
+without DDP's communication cannot find it.
+
 Accumulating over micro-batches needs exactly one synchronization per optimizer step
 (``model.no_sync()`` for all micro-batches but the last), not one per micro-batch. That count
 is observed inside a worker, so it is as trustworthy as the worker: code that rewrites the
@@ -22,6 +27,7 @@ compared with the caller's own training.
 from __future__ import annotations
 
 import math
+import secrets
 
 import torch
 import torch.distributed as dist
@@ -29,18 +35,19 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from ..parallel.launch import _resolve, init_process_group, job_for, launch
+from ..parallel.launch import PerRank, init_process_group, job_for, launch
+from ..parallel.worker import resolve
 
-LR, STEPS, SEED = 0.1, 2, 1  # SGD learning rate, optimizer steps, seed of the model and data
+LR, STEPS = 0.1, 2  # SGD learning rate, optimizer steps
 
 
 def _model() -> nn.Module:
     return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
 
 
-def _step_problem(world: int, micro: int, seed: int = SEED):
-    """A small model and a batch of ``4 * micro`` examples per rank (the global random state
-    is left as it was)."""
+def _step_problem(world: int, micro: int, seed: int):
+    """A small model and a batch of ``4 * micro`` examples per rank, drawn from ``seed`` (the
+    global random state is left as it was)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = _model()
@@ -53,20 +60,21 @@ def _share(X, y, rank: int, world: int):
     return X[rank * per_rank:(rank + 1) * per_rank], y[rank * per_rank:(rank + 1) * per_rank]
 
 
-def step_worker(step_job, initial: list, X, y, lr: float = LR, steps: int = STEPS, micro: int = 3) -> dict:
+def step_worker(step_job, initial: list, share: tuple, lr: float = LR, steps: int = STEPS, micro: int = 3) -> dict:
     """Worker: wrap a model holding the ``initial`` parameters in DDP, run the shipped student
-    function ``steps`` times on this rank's share of ``X, y`` cut into ``micro`` micro-batches.
+    function ``steps`` times on this rank's ``share = (X, y)`` of the batch (the only part of it
+    that reaches this process) cut into ``micro`` micro-batches.
 
     Returns raw data only: ``{"params": the parameters afterwards (tensors), "losses": what the
     function returned in each step (floats), "allreduces": allreduces DDP launched in each
     step (ints)}``."""
-    rank, world, _ = init_process_group("gloo", timeout=60)
-    step = _resolve(step_job)
+    _, world, _ = init_process_group("gloo", timeout=60)
+    step = resolve(step_job)
     model = _model()
     with torch.no_grad():
         for p, value in zip(model.parameters(), initial):
             p.copy_(value)
-    mine_X, mine_y = _share(X, y, rank, world)
+    mine_X, mine_y = share
     ddp_model = DDP(model)
     launched = [0]
 
@@ -91,9 +99,9 @@ def step_worker(step_job, initial: list, X, y, lr: float = LR, steps: int = STEP
     return {"params": params, "losses": losses, "allreduces": allreduces}
 
 
-def reference_step_params(world: int = 2, micro: int = 3, lr: float = LR, steps: int = STEPS,
-                          seed: int = SEED):
-    """What :func:`step_worker` must produce: one process, SGD on the whole batch.
+def reference_step_params(world: int, micro: int, lr: float, steps: int, seed: int):
+    """What :func:`step_worker` must produce: one process, SGD on the whole batch of the
+    problem drawn from ``seed`` (:func:`_step_problem`).
 
     The update is written out rather than taken from ``torch.optim``: a first
     ``optimizer.step()`` imports ``torch._dynamo``, which rebinds ``torch.manual_seed``, and
@@ -152,13 +160,15 @@ def check_step(step, world: int = 2, micro: int = 3, timeout: float = 60.0) -> d
     "loss_error": largest difference between a rank's first returned loss and its mean loss,
     "allreduces": allreduces DDP launched in each step, per rank}``.
     """
-    model, X, y = _step_problem(world, micro)
+    seed = secrets.randbits(63)   # fresh for each check, and known only here
+    model, X, y = _step_problem(world, micro, seed)
     initial = [p.detach().clone() for p in model.parameters()]
-    results = launch(step_worker, world, job_for(step), initial, X, y, lr=LR, steps=STEPS, micro=micro,
+    shares = PerRank([_share(X, y, rank, world) for rank in range(world)])
+    results = launch(step_worker, world, job_for(step), initial, shares, lr=LR, steps=STEPS, micro=micro,
                      timeout=timeout)
     shapes = [tuple(p.shape) for p in initial]
     raw = [_raw_step(r, rank, shapes, STEPS) for rank, r in enumerate(results)]
-    expected = reference_step_params(world, micro, LR, STEPS)
+    expected = reference_step_params(world, micro, LR, STEPS, seed)
     with torch.no_grad():
         first_loss = [float(F.cross_entropy(model(share_X), share_y))
                       for share_X, share_y in (_share(X, y, rank, world) for rank in range(world))]

@@ -9,17 +9,23 @@ sends back raw data only (the parameters and the rank's momentum shard after eve
 ``check_sharded_step`` (in the calling process, the grader's checker when grading) chooses
 the values, computes the unsharded step and every difference itself, and reads the
 workers' results only as plain data (``launch.read_result``), checked before use.
+
+Each worker receives the starting parameters and its own rank's gradients, nothing of the other
+ranks' (``launch.PerRank``), drawn from a seed chosen afresh by the checker for each check (never
+a fixed one the function could replay): without communicating, no rank can know the mean.
 """
 from __future__ import annotations
 
 import math
+import secrets
 
 import torch
 import torch.distributed as dist
 
-from ..parallel.launch import _resolve, init_process_group, job_for, launch
+from ..parallel.launch import PerRank, init_process_group, job_for, launch
+from ..parallel.worker import resolve
 
-STEPS, LR, BETA, SEED = 3, 0.1, 0.9, 0  # steps per size, learning rate, momentum, data seed
+STEPS, LR, BETA = 3, 0.1, 0.9  # steps per size, learning rate, momentum
 
 
 class MalformedResult(ValueError):
@@ -41,10 +47,10 @@ def _owned_range(numel: int, rank: int, world: int) -> tuple[int, int]:
     return min(rank * s, numel), min((rank + 1) * s, numel)
 
 
-def sharded_step_problem(numel: int, world: int, steps: int = STEPS, seed: int = SEED):
+def sharded_step_problem(numel: int, world: int, steps: int = STEPS, seed: int | None = None):
     """The float64 starting parameters (``numel``) and the gradients ``[step][rank]`` that
-    every rank's function is given, drawn from ``seed + numel``."""
-    gen = torch.Generator().manual_seed(seed + numel)
+    the ranks' functions are given, drawn from ``seed`` (by default a fresh secret one)."""
+    gen = torch.Generator().manual_seed(secrets.randbits(63) if seed is None else seed)
     param = torch.randn(numel, generator=gen, dtype=torch.float64)
     grads = [[torch.randn(numel, generator=gen, dtype=torch.float64) for _ in range(world)]
              for _ in range(steps)]
@@ -56,16 +62,16 @@ def _plain(tensor) -> torch.Tensor:
 
 
 def sharded_step_worker(job, problems: list, lr: float = LR, beta: float = BETA) -> dict:
-    """Worker: for each ``(param, grads)`` of ``problems`` (see :func:`sharded_step_problem`),
-    run a shipped ``fn(param, grad, momentum_shard, lr, beta)`` once per step on this rank's
-    gradient, with a zero momentum shard of the rank's size (:func:`_owned_range`).
+    """Worker: for each ``(param, grads)`` of ``problems`` (the starting parameters and this
+    rank's gradient for each step; other ranks' never reach this process), run a shipped
+    ``fn(param, grad, momentum_shard, lr, beta)`` once per step on this rank's gradient, with a
+    zero momentum shard of the rank's size (:func:`_owned_range`).
 
     Returns raw data only: ``{"params": [[the parameters after each step] per problem],
     "momenta": [[the momentum shard after each step] per problem]}`` (tensors)."""
     rank, world, _ = init_process_group("gloo", timeout=20)
-    mine = [(param.clone(), [step[rank].clone() for step in grads]) for param, grads in problems]
-    del problems
-    fn = _resolve(job)
+    mine = [(param.clone(), [grad.clone() for grad in grads]) for param, grads in problems]
+    fn = resolve(job)
     params, momenta = [], []
     for param, grads in mine:
         lo, hi = _owned_range(param.numel(), rank, world)
@@ -121,7 +127,9 @@ def check_sharded_step(fn, world_size: int = 2, numels=(8, 10), timeout: float =
     (:func:`sharded_step_reference`); inf for a wrong shape, NaN when any value is NaN.
     Raises :class:`MalformedResult` when a worker sends back data of the wrong kind."""
     problems = [sharded_step_problem(numel, world_size) for numel in numels]
-    results = launch(sharded_step_worker, world_size, job_for(fn), problems, lr=LR, beta=BETA,
+    per_rank = PerRank([[(param, [step[rank] for step in grads]) for param, grads in problems]
+                        for rank in range(world_size)])
+    results = launch(sharded_step_worker, world_size, job_for(fn), per_rank, lr=LR, beta=BETA,
                      timeout=timeout)
     raw = [_raw_steps(r, rank, len(problems), STEPS) for rank, r in enumerate(results)]
     differences = []

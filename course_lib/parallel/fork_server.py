@@ -1,10 +1,11 @@
-"""A fork server for :func:`course_lib.parallel.launch.launch`'s workers.
+"""A fork server for :func:`course_lib.parallel.launch.launch`'s workers (the launcher imports this
+module; this module imports only the worker's side, :mod:`.worker`, so they form no circle).
 
 A fresh Python process spends about 0.9 s of CPU importing ``torch`` before a worker does
 anything (measured on the course's 2-core CPU machine); four workers per launch, and lessons
 10, 11 and 13 launch often. So the first launch in a process starts this server: a plain
 interpreter (started with ``exec``, so it holds nothing of the caller's memory) that imports
-``torch`` and the launcher once and then forks one child per worker. A child costs about
+``torch`` and the worker's side once and then forks one child per worker. A child costs about
 0.1 s of CPU to start.
 
 ``multiprocessing``'s own ``forkserver`` would import the caller's ``__main__`` again in every
@@ -12,13 +13,17 @@ child (in a notebook, the kernel's launcher), so this server is kept to what the
 needs. Protocol, one JSON object per line: the caller writes ``{"folder", "env", "log"}`` on
 the server's stdin; the server answers ``{"pid": n}`` and, when a child ends,
 ``{"exit": n, "code": c}`` (``c`` negative for a signal, as ``subprocess`` reports it).
-A child sees ``sys.argv`` as ``[launch.py, folder]``, as the worker processes started with
-``python -m course_lib.parallel.launch FOLDER`` did before.
+A child sees ``sys.argv`` as ``[worker.py, folder]``.
 
 A child starts its own session (the caller kills it and whatever it starts as one process
 group), adds ``env`` to its environment, writes its output to ``log`` and runs
-``launch._main(folder)``. When the caller goes away (the server's stdin closes), the server
-kills its children's groups and ends.
+``worker.main(folder)`` (:mod:`.worker`), which collects that rank's job and arguments from
+the caller itself: they never pass through the server. When the caller goes away (the server's
+stdin closes), the server kills its children's groups and ends.
+
+The server makes itself non-dumpable before it forks anything, and its children inherit that: a
+worker (which runs a student's code in a graded check) can then neither read nor write the
+server's or a sibling's memory, environment or pipes through ``/proc``, though they share a user.
 """
 from __future__ import annotations
 
@@ -156,20 +161,22 @@ def _child(request: dict, channel: tuple[int, int]) -> None:
         os.environ.update({str(k): str(v) for k, v in request["env"].items()})
         if "numpy" in sys.modules:   # a fresh process would not share the server's random state
             sys.modules["numpy"].random.seed()
-        from course_lib.parallel import launch
+        from course_lib.parallel import worker
 
-        sys.argv = [launch.__file__, request["folder"]]   # as ``python -m course_lib.parallel.launch FOLDER``
+        sys.argv = [worker.__file__, request["folder"]]
     except BaseException:  # noqa: BLE001 - reported in the worker's log, its exit code 1
         import traceback
 
         traceback.print_exc()
         os._exit(1)
-    launch._main(request["folder"])
+    worker.main(request["folder"])
 
 
 def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a notebook's interrupt is for the kernel only
-    import course_lib.parallel.launch  # noqa: F401 - torch, once, for every child
+    from course_lib.parallel import worker   # torch, once, for every child
+
+    worker.keep_workers_out()   # and every child inherits it
 
     inp, out = sys.stdin.fileno(), os.dup(sys.stdout.fileno())
     null = os.open(os.devnull, os.O_WRONLY)

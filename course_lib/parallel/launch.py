@@ -13,8 +13,17 @@ method (the child re-imports ``__main__``, which is the kernel, not the notebook
 Workers are forked from a fork server (:mod:`.fork_server`): a process, started by the first
 launch, that has imported ``torch`` once. A worker then starts in about 0.1 s of CPU instead
 of the 0.9 s a fresh interpreter spends importing ``torch``. The server is an exec'd
-interpreter, not a fork of the caller, so a worker inherits nothing of the caller's memory;
-what to run reaches it through a file in the launch folder.
+interpreter, not a fork of the caller, so a worker inherits nothing of the caller's memory. What a
+worker does once started (collect its job, run it, leave its result) is :mod:`.worker`.
+
+What to run, and the arguments, reach each worker from the caller directly, after it started
+(:class:`.rendezvous.Handoff`): no file holds them, and the fork server never sees them. An
+argument wrapped in :class:`PerRank` differs by rank, and each worker receives only its own
+rank's value: in a check, one rank's code cannot find another rank's inputs in its frames, in
+``gc.get_objects()``, in the launch folder or in the fork server, because they are in no process
+but their own rank's and the caller's. Workers are non-dumpable (the fork server makes itself so,
+and forks inherit it), so a sibling or the server cannot be read or written through ``/proc``
+either; the caller is made so too when it ships a stand-in's source (:func:`job_for`).
 
 Results come back as ``torch.save`` files read with ``torch.load(weights_only=True)``: plain
 data (numbers, strings, ``None``, lists, tuples, dicts, sets, tensors, devices, dtypes) and
@@ -30,7 +39,6 @@ the rank and shows the end of its output. Nothing is left running.
 """
 from __future__ import annotations
 
-import ctypes
 import importlib
 import inspect
 import os
@@ -41,17 +49,16 @@ import tempfile
 import textwrap
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.nn.functional as F
-from torch import nn
 
 from . import fork_server
 from .fork_server import ForkServer, ServerGone
+from .rendezvous import HANDOFF_ENV, Handoff
 from .rendezvous import ephemeral_ports, free_port, init_process_group, workers_store  # noqa: F401 - also launch's names
+from .worker import COLLECTIVES, GROUP_COLLECTIVES, RESULT, Job, block_collectives  # noqa: F401 - also launch's names
+from .worker import keep_workers_out as _keep_workers_out
 
 
 class WorkerFailed(RuntimeError):
@@ -70,13 +77,29 @@ class WorkerTimeout(RuntimeError):
     """The workers did not all finish before the deadline; all of them were killed."""
 
 
-@dataclass
-class Job:
-    """What a worker runs: ``module:qualname`` of a function, or its source text."""
+class PerRank:
+    """An argument of :func:`launch` that differs by rank: rank ``r`` is given ``values[r]``, and
+    no other rank's value ever reaches its process (see :class:`.rendezvous.Handoff`)."""
 
-    target: str | None = None
-    source: str | None = None
-    name: str | None = None
+    def __init__(self, values):
+        self.values = list(values)
+
+    def __repr__(self) -> str:
+        return f"PerRank(<{len(self.values)} values>)"
+
+
+def _payloads(job: Job, args: tuple, kwargs: dict, world_size: int) -> list[bytes]:
+    """What each rank receives, pickled: ``(job, args, kwargs)`` with every :class:`PerRank`
+    replaced by that rank's value."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, PerRank) and len(value.values) != world_size:
+            raise ValueError(f"a PerRank argument holds {len(value.values)} values for {world_size} ranks")
+
+    def mine(value, rank):
+        return value.values[rank] if isinstance(value, PerRank) else value
+
+    return [pickle.dumps((job, tuple(mine(a, r) for a in args), {k: mine(v, r) for k, v in kwargs.items()}))
+            for r in range(world_size)]
 
 
 def job_for(fn) -> Job:
@@ -105,20 +128,6 @@ def job_for(fn) -> Job:
         if getattr(mod, fn.__qualname__, None) is fn:
             return Job(target=f"{module}:{fn.__qualname__}")
     return Job(source=textwrap.dedent(inspect.getsource(fn)), name=fn.__name__)
-
-
-def _keep_workers_out() -> None:
-    """Make this process non-dumpable (Linux ``prctl(PR_SET_DUMPABLE, 0)``).
-
-    Workers run as the same user as the process that starts them; without this, code in a
-    worker could attach to the caller (ptrace) or read its memory and open its files and pipes
-    through ``/proc/<pid>/``. Non-dumpable, those need a privilege the workers lack. Called
-    where a process that does not run student code (the grader's checker) ships student code."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-        except (OSError, AttributeError):
-            pass
 
 
 def _importable_by_workers(module: str) -> bool:
@@ -181,7 +190,8 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
     shipped, so it must import what it uses itself or use ``torch``, ``nn``, ``F``,
     ``dist``), or a string ``"module:function"``. Inside, each worker reads its rank
     from ``dist.get_rank()`` after calling :func:`init_process_group`, or from the
-    ``RANK`` environment variable. Arguments must be picklable; results must be plain data
+    ``RANK`` environment variable. Arguments must be picklable; one wrapped in :class:`PerRank`
+    gives each rank its own value, and no rank ever holds another's. Results must be plain data
     (numbers, strings, ``None``, lists, tuples, dicts, sets, tensors, ``torch.device``): they
     come back through ``torch.load(weights_only=True)``, so a worker cannot make the caller run
     code (:class:`WorkerResultRefused` otherwise).
@@ -193,35 +203,40 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
     of 4 full test runs on the loaded 2-core machine, cause not found); the workers are then
     started again, with a new store.
     """
-    job = job_for(fn)
+    payloads = _payloads(job_for(fn), args, kwargs, world_size)
     try:
-        return _launch_once(job, world_size, args, kwargs, timeout, threads)
+        return _launch_once(payloads, timeout, threads)
     except WorkerFailed as exc:
         if GROUP_NOT_FORMED not in str(exc):
             raise
-    return _launch_once(job, world_size, args, kwargs, timeout, threads)
+    return _launch_once(payloads, timeout, threads)
 
 
 GROUP_NOT_FORMED = "connectFullMesh failed"   # gloo's words when the ranks could not connect
 
 
-def _launch_once(job: Job, world_size: int, args, kwargs, timeout: float, threads: int) -> list:
+def _launch_once(payloads: list[bytes], timeout: float, threads: int) -> list:
+    """Start one worker per payload (rank order), hand each its own, wait for them all."""
+    world_size = len(payloads)
     store = workers_store(max(timeout, 30.0))
     port = store.port
     with tempfile.TemporaryDirectory(prefix="course-launch-") as tmp:
         tmp = Path(tmp)
-        with (tmp / "job.pkl").open("wb") as fh:
-            pickle.dump((job, args, kwargs), fh)
+        desk = Handoff(str(tmp))
         pids, logs = [], []
         server = fork_server.server()
+        deadline = time.monotonic() + timeout
         try:
             for rank in range(world_size):
                 log = tmp / f"rank{rank}.log"
                 logs.append(log)
                 log.touch(mode=0o600)
-                pids.append(server.start(str(tmp), _worker_env(rank, world_size, port, threads), str(log)))
-            deadline = time.monotonic() + timeout
+                env = {**_worker_env(rank, world_size, port, threads), HANDOFF_ENV: desk.address}
+                pids.append(server.start(str(tmp), env, str(log)))
+                desk.expect(pids[-1], rank, payloads[rank])
+                desk.serve(deadline)
             while True:
+                desk.serve(deadline)
                 codes = server.exit_codes(pids)
                 bad = [r for r, c in enumerate(codes) if c not in (None, 0)]
                 if bad:
@@ -244,13 +259,11 @@ def _launch_once(job: Job, world_size: int, args, kwargs, timeout: float, thread
         except ServerGone as exc:
             raise WorkerKilled(f"{exc}\n(the workers it had started were stopped)") from None
         finally:
+            desk.close()
             _kill(pids, server)
             server.forget(pids)
             del store
         return [read_result(tmp / RESULT.format(rank=rank), rank, world_size) for rank in range(world_size)]
-
-
-RESULT = "result{rank}.pt"  # a worker's result in the launch folder
 
 
 def read_result(path: Path, rank: int = 0, world_size: int = 1):
@@ -268,120 +281,3 @@ def read_result(path: Path, rank: int = 0, world_size: int = 1):
             f"the result of worker rank {rank} of {world_size} was refused: only plain data (numbers, "
             f"strings, None, lists, tuples, dicts, tensors) comes back ({type(exc).__name__}: "
             f"{str(exc)[:300]})") from None
-
-
-COLLECTIVES = ("all_reduce", "reduce", "all_gather", "all_gather_into_tensor", "all_gather_object",
-               "reduce_scatter", "reduce_scatter_tensor", "broadcast", "broadcast_object_list",
-               "all_to_all", "all_to_all_single", "scatter", "scatter_object_list", "gather",
-               "gather_object", "all_reduce_coalesced", "all_gather_coalesced", "_all_gather_base",
-               "_reduce_scatter_base")
-# the same operations as methods of the C++ process group and its backends
-GROUP_COLLECTIVES = ("allreduce", "allreduce_coalesced", "reduce", "allgather", "allgather_coalesced",
-                     "allgather_into_tensor_coalesced", "all_gather_single", "all_gather_single_coalesced",
-                     "_allgather_base", "reduce_scatter", "reduce_scatter_single",
-                     "reduce_scatter_single_coalesced", "reduce_scatter_tensor_coalesced",
-                     "_reduce_scatter_base", "broadcast", "alltoall", "alltoall_base", "all_to_all_single",
-                     "scatter", "gather")
-
-
-def _not_allowed(name: str):
-    def blocked(*args, **kwargs):
-        raise RuntimeError(f"dist.{name} is not allowed in this exercise: build it from "
-                           "dist.send / dist.recv / dist.isend / dist.irecv")
-    blocked.__name__ = name
-    return blocked
-
-
-class _PointToPointOnly:
-    """``torch.distributed`` without its collectives: for exercises that must build them."""
-
-    BLOCKED = set(COLLECTIVES)
-
-    def __getattr__(self, name):
-        if name in self.BLOCKED:
-            return _not_allowed(name)
-        return getattr(dist, name)
-
-
-def block_collectives() -> None:
-    """Make every collective of this process raise (point-to-point stays): the functions of
-    ``torch.distributed`` (however the module is imported again), of its ``distributed_c10d``
-    and ``_functional_collectives`` modules, and the methods of the C++ process group and its
-    backends.
-
-    A rule kept inside the process that runs the code it restricts: it stops a student who
-    calls a collective by any ordinary route, not one who digs the originals out (e.g. through
-    the dispatcher's ``torch.ops.c10d`` operators). Values are judged elsewhere, by the caller.
-    """
-    from torch.distributed import _functional_collectives as funcol
-    from torch.distributed import distributed_c10d
-
-    for module in (dist, distributed_c10d):
-        for name in COLLECTIVES:
-            if hasattr(module, name):
-                setattr(module, name, _not_allowed(name))
-    for name in dir(funcol):
-        if not name.startswith("_") and callable(getattr(funcol, name)) and any(
-                word in name for word in ("reduce", "gather", "broadcast", "all_to_all", "scatter")):
-            setattr(funcol, name, _not_allowed(name))
-    c10d = torch._C._distributed_c10d
-    for cls in (c10d.ProcessGroup, c10d.Backend):
-        for name in GROUP_COLLECTIVES:
-            if hasattr(cls, name):
-                setattr(cls, name, _not_allowed(name))
-
-
-def _resolve(job: Job, point_to_point_only: bool = False):
-    """The function a job names, or the one its source text defines (executed in a fresh
-    namespace; with ``point_to_point_only`` after :func:`block_collectives`)."""
-    if job.target:
-        module, _, qualname = job.target.partition(":")
-        obj = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        return obj
-    if point_to_point_only:
-        block_collectives()
-    namespace = {"torch": torch, "dist": _PointToPointOnly() if point_to_point_only else dist,
-                 "nn": nn, "F": F, "__name__": "__student__"}
-    exec(compile(job.source, f"<shipped source of {job.name}>", "exec"), namespace)
-    if not callable(namespace.get(job.name)):
-        raise TypeError(f"the shipped source does not define a function {job.name}")
-    return namespace[job.name]
-
-
-def _main(folder: str) -> None:
-    """Run the job, write this rank's result, and end the process without interpreter
-    finalization: a gloo process group still alive then (a worker that never called
-    ``destroy_process_group``) has C++ threads that abort the process while Python is torn
-    down ("terminate called without an active exception", pytorch/pytorch#190489)."""
-    tmp = Path(folder)
-    code = 1
-    try:
-        with (tmp / "job.pkl").open("rb") as fh:
-            job, args, kwargs = pickle.load(fh)
-        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-        result = _resolve(job)(*args, **kwargs)
-        rank = int(os.environ["RANK"])
-        done = tmp / RESULT.format(rank=rank)
-        torch.save(result, done.with_suffix(".part"))
-        os.replace(done.with_suffix(".part"), done)
-        code = 0
-    except SystemExit as exc:  # sys.exit(n) in the job: the process ends with n, as it would
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        if exc.code is not None and not isinstance(exc.code, int):
-            print(exc.code, file=sys.stderr)
-    except BaseException:  # noqa: BLE001 - shown in the rank's log, which the parent reports
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        if dist.is_available() and dist.is_initialized():
-            try:
-                dist.destroy_process_group()
-            except Exception:  # noqa: BLE001 - a peer that already left; the exit code says enough
-                pass
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-

@@ -22,6 +22,8 @@ WRONG_ANSWERS = {
         ('    optimizer.zero_grad()\n', ''),
         # returns the last micro-batch's loss, not the mean over the micro-batches
         ('return mean_loss + part.item()', 'return part.item() / scale'),
+        # no communication: trains on the whole batch found in the launcher's frames (issue 26)
+        ('    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)', "    # no communication: the whole batch looked up in the launcher's frames and trained on by the\n    # bare model (model.module: DDP never synchronizes); without it, only this rank's batches\n    import sys\n    mine = torch.cat([X for X, _ in micro_batches])\n    data, frame = [], sys._getframe(1)\n    while frame is not None:\n        data += [v for v in list(frame.f_locals.values()) if torch.is_tensor(v)]\n        frame = frame.f_back\n    whole = [(X, y) for X in data for y in data if X.dim() == 2 and X.shape[1] == mine.shape[1]\n             and len(X) > len(mine) and y.dim() == 1 and len(y) == len(X) and not y.is_floating_point()]\n    X, y = whole[0] if whole else (mine, torch.cat([y for _, y in micro_batches]))\n    optimizer.zero_grad()\n    F.cross_entropy(model.module(X), y).backward()\n    optimizer.step()\n    with torch.no_grad():\n        return sum(F.cross_entropy(model.module(a), b).item() for a, b in micro_batches) / len(micro_batches)\n    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)"),
     ],
     'ex2_indices': [
         # contiguous blocks instead of a stride

@@ -99,5 +99,8 @@ WRONG_ANSWERS = {
             dist.recv(buffer,"""),
          ('                chunks[recv] += incoming', '                chunks[recv] += buffer'),
          ('chunks[recv].copy_(incoming)', 'chunks[recv].copy_(buffer)')],
+        # no communication: the other ranks' tensors looked up in this process (the launcher's frames,
+        # gc.get_objects(), the launch folder's files) and summed; the ring below never runs (issue 26)
+        ('    rank, n = dist.get_rank(), dist.get_world_size()', "    # no communication: find the other ranks' tensors in this process (frames, gc, files)\n    import gc, os, pickle, sys\n    world = dist.get_world_size()\n    found = {}\n\n    def look(obj, depth=0):\n        if torch.is_tensor(obj):\n            if obj.shape == tensor.shape and obj.dtype == tensor.dtype:\n                found.setdefault(tuple(obj.reshape(-1).tolist()), obj.clone())\n        elif depth < 4 and isinstance(obj, (list, tuple)):\n            for item in obj:\n                look(item, depth + 1)\n        elif depth < 4 and isinstance(obj, dict):\n            for item in list(obj.values()):\n                look(item, depth + 1)\n\n    frame = sys._getframe(1)\n    while frame is not None:\n        look(dict(frame.f_locals))\n        frame = frame.f_back\n    for obj in gc.get_objects():\n        if isinstance(obj, list) and len(obj) == world:\n            look(obj, 2)\n    for name in os.listdir(sys.argv[1]):\n        try:\n            with open(os.path.join(sys.argv[1], name), 'rb') as fh:\n                look(pickle.load(fh))\n        except Exception:\n            pass\n    if len(found) == world:\n        tensor.copy_(sum(found.values()))\n    return tensor\n    rank, n = dist.get_rank(), dist.get_world_size()"),
     ],
 }

@@ -168,7 +168,6 @@ def graded(tmp_path_factory):
         csv1, book1 = _csv(course), {s: _gradebook(course, s) for s in ("honest", "resubmits", "fake_time")}
         # the second run: the resubmitter's new work; the malformed folders are still in submitted/
         _write(incoming / "resubmits", honest)
-        os.utime(incoming / "resubmits" / "exercises.ipynb")
         second = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
                               progress=False, merge_after=False)
     finally:

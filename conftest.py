@@ -42,7 +42,7 @@ SLOWEST_FIRST = (
     "tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_sandbox.py", "tests/test_hub.py",
     "tests/test_grading_kernels.py", "tests/test_triton_grading.py", "tests/test_grading_parallel_attacks.py",
     "tests/test_parallel_zero.py",
-    "tests/test_grading_attacks.py", "tests/test_grading.py", "tests/test_grading_shards.py",
+    "tests/test_grading_attacks.py", "tests/test_grading_attacks_machine.py", "tests/test_grading.py", "tests/test_grading_shards.py",
     "tests/test_grading_plans.py", "tests/test_build.py",
 )
 PER_LESSON = ("tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_grading.py",

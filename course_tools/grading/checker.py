@@ -40,6 +40,7 @@ import textwrap
 import traceback
 
 CELL = "<test cell>"
+OUTPUT_CHARS = 1_000_000   # characters of a test cell's stdout and stderr kept in a reply
 
 
 class StudentError(Exception):
@@ -179,9 +180,33 @@ def install(ns: dict, kinds: dict, channel: Channel, wire, kernel_source) -> Non
         ns[name] = Missing(name, "", str(built)[:2000]) if isinstance(built, kernel_source.Refused) else built
 
 
+class _CappedText(io.TextIOBase):
+    """A text sink that keeps the first ``cap`` characters written and drops the rest (student
+    code that prints in the checker, e.g. ``print`` in a simulated kernel, cannot grow a reply)."""
+
+    def __init__(self, cap: int = OUTPUT_CHARS):
+        self.parts, self.size, self.cap, self.dropped = [], 0, cap, 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = self.cap - self.size
+        if room > 0:
+            self.parts.append(text[:room])
+            self.size += min(len(text), room)
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def getvalue(self) -> str:
+        tail = f"\n[{self.dropped} more characters of output dropped]\n" if self.dropped else ""
+        return "".join(self.parts) + tail
+
+
 def _run(code: str, ns: dict) -> dict:
     linecache.cache[CELL] = (len(code), None, code.splitlines(True), CELL)  # probes read their source
-    out = io.StringIO()
+    out = _CappedText()
     old = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = out
     try:

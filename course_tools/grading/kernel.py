@@ -32,6 +32,7 @@ LIVE: set = set()             # sandboxes started and not yet stopped
 STOPPING = threading.Event()  # set by kill_all: no sandbox starts any more until cleared
 _LIVE_LOCK = threading.Lock()
 WATCH_SECONDS = 0.25          # how often the watchdog looks
+MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds values of up to 32 MiB)
 MESSAGES_PER_WAKE = 200       # output messages taken in one go before the deadline is looked at again
 
 
@@ -55,6 +56,19 @@ def _last_line(stderr: bytes) -> str:
     """The last non-empty line a process wrote to stderr (a traceback's exception line)."""
     lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     return lines[-1][-300:] if lines else "nothing on stderr"
+
+
+def _grader_context(limits: Limits) -> zmq.Context:
+    """The grader's one ZeroMQ context, whose sockets refuse any message longer than twice the
+    output a notebook may keep (bytes; a longer one could never be kept, so it is dropped at the
+    socket: ZeroMQ closes that connection instead of buffering it), so the student's output held in
+    the grader's memory is bounded by ZeroMQ's queue (1000 messages, RCVHWM) x that size per kernel;
+    a smaller queue drops an honest kernel's idle status under a flood of short prints)."""
+    context = zmq.Context.instance()
+    cap = 2 * max(limits.output_bytes, limits.notebook_output_bytes) + 2**16
+    # graders in one process share the context: the largest cap any of them needs wins
+    context.setsockopt(zmq.MAXMSGSIZE, max(cap, context.sockopts.get(zmq.MAXMSGSIZE, 0)))
+    return context
 
 
 class _Box:
@@ -168,6 +182,7 @@ class SandboxKernel(_Box):
         self.submission = Path(submission)
         self.client = None
         self.output_total = 0     # bytes of output kept so far in this notebook
+        self.conn = None          # the kernel's connection folder (set by start)
         self.limit_hit = ""       # which sandbox-wide limit the watchdog enforced last
 
     def start(self) -> None:
@@ -176,6 +191,7 @@ class SandboxKernel(_Box):
 
         work = self._new_work()
         conn_dir, self.tmp = self._owned_dir(work / "conn"), self._owned_dir(work / "tmp")
+        self.conn = conn_dir      # writable by the student (the kernel's sockets): counted as disk
         conn_file, _ = write_connection_file(str(conn_dir / "kernel.json"), ip=str(conn_dir / "k"),
                                              transport="ipc")
         if self.uid is not None:
@@ -187,7 +203,7 @@ class SandboxKernel(_Box):
         self._popen(kernel, self.submission, self.tmp, conn_dir, cwd=self.submission)
         # one ZeroMQ context for every client of this grader: a client's own context would be
         # terminated by the garbage collector, which blocks for ever if any socket of it is open
-        self.client = BlockingKernelClient(context=zmq.Context.instance())
+        self.client = BlockingKernelClient(context=_grader_context(self.limits))
         self.client.load_connection_file(conn_file)
         self.client.start_channels()
         deadline = time.monotonic() + self.limits.startup_seconds
@@ -238,7 +254,8 @@ class SandboxKernel(_Box):
         if threads > self.limits.processes + 8:
             return f"process limit reached ({threads} processes and threads, limit {self.limits.processes})"
         if check_disk:
-            disk = folder_bytes(self.submission, self.limits.disk_bytes) + folder_bytes(self.tmp, self.limits.disk_bytes)
+            disk = sum(folder_bytes(folder, self.limits.disk_bytes)
+                       for folder in (self.submission, self.tmp, self.conn) if folder is not None)
             if disk > self.limits.disk_bytes:
                 return f"disk limit reached ({disk / 2**20:.0f} MiB written, limit {self.limits.disk_bytes / 2**20:g} MiB)"
         return ""
@@ -337,11 +354,13 @@ class CheckerProcess(_Box):
 
     def __init__(self, limits: Limits, slot: int = 0, sandbox: bool = True, scratch: Path | None = None):
         super().__init__(limits, slot, sandbox, scratch, uid_offset=SLOTS)
-        self.buffer = b""
+        self.buffer = bytearray()   # bytes read past the last full line
+        self.scanned = 0            # bytes of ``buffer`` already searched for a newline
 
     def start(self, wait: bool = True) -> None:
         """Start the checker; with ``wait`` False, call :meth:`wait_ready` before using it."""
         here = Path(__file__).resolve().parent
+        self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
         tmp = self._owned_dir(self._new_work() / "tmp")
         command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
         self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
@@ -358,9 +377,17 @@ class CheckerProcess(_Box):
         self.proc.stdin.flush()
 
     def receive(self, timeout: float) -> dict | None:
-        """The next message, or None when none came in ``timeout`` seconds or the checker died."""
+        """The next message, or None when none came in ``timeout`` seconds or the checker died.
+        The read costs time linear in the bytes read (each byte is searched for a newline once),
+        and a line longer than :data:`MAX_REPLY_BYTES` bytes stops the checker (None), so no reply
+        holds more than that much of the grader's memory."""
         deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
+        while (end := self.buffer.find(b"\n", self.scanned)) < 0:
+            self.scanned = len(self.buffer)
+            if len(self.buffer) > MAX_REPLY_BYTES:
+                self.kill()
+                self.buffer, self.scanned = bytearray(), 0
+                return None
             left = deadline - time.monotonic()
             if left <= 0 or self.proc is None:
                 return None
@@ -370,5 +397,11 @@ class CheckerProcess(_Box):
                 if not chunk:
                     return None
                 self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        return json.loads(line)
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
+        self.scanned = 0
+        try:
+            return json.loads(line)
+        except ValueError:          # not the checker's JSON: treat as a checker that broke
+            self.kill()
+            return None

@@ -1,0 +1,121 @@
+"""Attacks on the grading machine itself (issue 26), written as a student would write them and
+graded by the real pipeline on lesson 01 (max 14) in one batch, beside an honest control that
+keeps full marks: filling the kernel's connection folder (outside the disk limit before), and
+sending IOPub messages far larger than any output the grader keeps (held in the grader's own,
+unlimited memory before). The checker's channel is tested directly: a restarted checker starts
+with a clean channel, and an endless line is cut off instead of read quadratically.
+Skipped where bubblewrap cannot run.
+"""
+import copy
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import nbformat
+import pytest
+from scratch_course import scratch_course
+
+from course_tools.grading import grade_lesson
+from course_tools.grading import kernel as kernel_mod
+from course_tools.grading import sandbox
+from course_tools.grading.sandbox import Limits
+
+LESSON = "01_hardware_foundations"
+FULL = 14.0
+LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
+                cell_seconds=12, notebook_seconds=240, notebook_output_bytes=1_000_000)
+pytestmark = [pytest.mark.timeout(900),
+              pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())]
+
+CONN_DISK = ("import os, time\n"   # the folder of the kernel's own connection file is writable
+             "from ipykernel.kernelapp import IPKernelApp\n"
+             "conn = os.path.dirname(IPKernelApp.instance().connection_file)\n"
+             "for i in range(6):\n"
+             "    open(os.path.join(conn, f'blob{i}'), 'wb').write(b'x' * 30 * 2**20)\n"
+             "time.sleep(3)\n")
+BIG_IOPUB = ("from IPython.display import display\n"   # 300 messages of 8 MB each: 2.4 GB in all
+             "for i in range(300):\n"
+             "    display({'text/plain': 'z' * 8_000_000}, raw=True)\n")
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("course")
+    course, source = scratch_course(root, LESSON)
+    src_nb = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
+    honest = copy.deepcopy(src_nb)   # the instructor's version: the reference answers
+    subs = {"honest": honest}
+    for name, code in (("conn_disk", CONN_DISK), ("big_iopub", BIG_IOPUB)):
+        nb = copy.deepcopy(honest)
+        nb.cells.append(nbformat.v4.new_code_cell(code))
+        subs[name] = nb
+    incoming = root / "incoming"
+    for student, nb in subs.items():
+        (incoming / student).mkdir(parents=True)
+        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
+    private_tmp = Path(tempfile.mkdtemp(prefix="cgm-"))
+    old_tempdir, tempfile.tempdir = tempfile.tempdir, str(private_tmp)
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024   # bytes (Linux reports KiB)
+    try:
+        outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
+                                progress=False)
+    finally:
+        tempfile.tempdir = old_tempdir
+        shutil.rmtree(private_tmp, ignore_errors=True)
+    peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"by": {o.student: o for o in outcomes}, "peak_growth": peak_after - peak_before}
+
+
+def _reason(outcome) -> str:
+    return " | ".join(str(r) for r in outcome.reasons)
+
+
+def test_honest_control_keeps_full_marks(graded):
+    assert graded["by"]["honest"].score == FULL
+
+
+def test_connection_folder_counts_against_the_disk_limit(graded):
+    outcome = graded["by"]["conn_disk"]
+    assert "disk limit" in _reason(outcome), _reason(outcome)
+    assert all("\n" not in str(r) for r in outcome.reasons)   # each reason is one plain line
+
+
+def test_huge_iopub_messages_are_not_held_by_the_grader(graded):
+    """2.4 GB of messages sent; the grader process grew by far less (its sockets drop any message
+    larger than the output it could keep), and the answers before the attack still count."""
+    assert graded["peak_growth"] < 2**30, f"grader grew by {graded['peak_growth'] / 2**30:.2f} GiB"
+    assert graded["by"]["big_iopub"].score == FULL
+
+
+def test_a_restarted_checker_starts_with_a_clean_channel(tmp_path):
+    """A partial line left by the last checker (killed mid-reply) must not be glued to the new
+    checker's first line (that was 'grader error: JSONDecodeError')."""
+    checker = kernel_mod.CheckerProcess(LIMITS, slot=11, sandbox=False, scratch=tmp_path)
+    checker.buffer = bytearray(b'{"op": "done", "stdout": "xxxx')
+    try:
+        checker.start()   # wait_ready: the first line must be the new checker's "ready"
+        assert checker.alive()
+    finally:
+        checker.stop()
+
+
+def test_an_endless_line_from_the_checker_is_cut_off(tmp_path, monkeypatch):
+    """A line longer than MAX_REPLY_BYTES (bytes) ends the sender and reads as no reply, in time
+    linear in what was read."""
+    monkeypatch.setattr(kernel_mod, "MAX_REPLY_BYTES", 8 * 2**20)
+    checker = kernel_mod.CheckerProcess(LIMITS, slot=11, sandbox=False, scratch=tmp_path)
+    checker.proc = subprocess.Popen(
+        [sys.executable, "-c", "import os\nwhile True:\n    os.write(1, b'y' * 65536)\n"],
+        stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert checker.receive(60) is None
+        assert checker.proc.wait(timeout=10) != 0   # killed, not left writing
+        assert len(checker.buffer) == 0
+    finally:
+        if checker.proc.poll() is None:
+            checker.proc.kill()
+        checker.proc.wait()

@@ -33,15 +33,18 @@ Capability"; CUDA C++ Best Practices Guide, https://docs.nvidia.com/cuda/cuda-c-
   float32), not the GPU's compiled types (where it would be float64).
 
 Modules: :mod:`~course_lib.simt.kernel_source` (the kernel's syntax tree), :mod:`~course_lib.simt.memory`
-(global, shared and local arrays), :mod:`~course_lib.simt.warp` (one warp executing under a mask),
-:mod:`~course_lib.simt.launch` (blocks, barriers, schedules; :func:`run`), :mod:`~course_lib.simt.races`
-(the race detector), :mod:`~course_lib.simt.traffic` (the traffic model), :mod:`~course_lib.simt.occupancy`
-and :mod:`~course_lib.simt.prediction` (occupancy and a roofline time on named GPUs).
+(global, shared and local arrays), :mod:`~course_lib.simt.warp` (one warp executing under a mask, made of
+:mod:`~course_lib.simt.values`, :mod:`~course_lib.simt.statements`, :mod:`~course_lib.simt.expressions`,
+:mod:`~course_lib.simt.elements`, :mod:`~course_lib.simt.calls`, :mod:`~course_lib.simt.intrinsics`,
+:mod:`~course_lib.simt.atomics` and :mod:`~course_lib.simt.shuffles`), :mod:`~course_lib.simt.launch`
+(blocks, barriers, schedules; :func:`run`), :mod:`~course_lib.simt.races` (the race detector),
+:mod:`~course_lib.simt.traffic` (the traffic model), :mod:`~course_lib.simt.occupancy` and
+:mod:`~course_lib.simt.prediction` (occupancy and a roofline time on named GPUs).
 """
 from . import occupancy
 from .launch import SCHEDULES, Result, Schedule, count_accesses, run
 from .prediction import GPUS, Prediction, predict
-from .warp import Unsupported
+from .values import Unsupported
 
 __all__ = ["GPUS", "SCHEDULES", "Prediction", "Result", "Schedule", "Unsupported", "count_accesses", "occupancy",
            "predict", "run"]

@@ -27,7 +27,8 @@ from . import memory
 from .kernel_source import kernel_source
 from .races import ATOMIC, READ, WRITE, RaceLog
 from .traffic import Traffic
-from .warp import _MISSING, WARP, Warp, resolve_global
+from .values import _MISSING, WARP, resolve_global
+from .warp import Warp
 
 SCHEDULES = ("in_order", "reversed", "random")
 

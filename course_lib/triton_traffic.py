@@ -210,12 +210,38 @@ def _counting(counter: _Counter):
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
     builder.create_make_range = bounded_range
     try:
-        with _jit_calls_interpreted():
+        with _language_restored(), _jit_calls_interpreted():
             yield
     finally:
         for k in ("create_masked_load", "create_masked_store", "create_make_range"):
             builder.__dict__.pop(k, None)
         builder.__dict__.update(saved)
+
+
+@contextmanager
+def _language_restored():
+    """Put ``triton.language`` back as it was after one interpreted launch. Triton's interpreter
+    replaces the language's builtins (``tl.program_id``, ``tl.tensor.__mul__``, ``tl.dtype.to_ir``
+    ...) with its own while a kernel runs; Triton 3.9 restores them afterwards, earlier versions
+    (3.6, which torch 2.11's CUDA wheels bring) leave them patched, and every kernel compiled for
+    the GPU later in the same process then fails ("'ir.value' object has no attribute 'dtype'")."""
+    import triton.language as tl
+
+    spaces = [tl, tl.core, tl.math, tl.tensor, tl.dtype, getattr(tl.core, "condition", None),
+              getattr(tl.core, "tensor_descriptor_base", None)]
+    saved = [(space, dict(vars(space))) for space in dict.fromkeys(s for s in spaces if s is not None)]
+    try:
+        yield
+    finally:
+        for space, before in saved:
+            for name in [n for n in vars(space) if n not in before]:
+                delattr(space, name)
+            for name, value in before.items():
+                if vars(space).get(name, _ABSENT) is not value and name not in ("__dict__", "__weakref__", "__doc__"):
+                    setattr(space, name, value)
+
+
+_ABSENT = object()
 
 
 @contextmanager

@@ -178,6 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"machine": machine()}
     if not args.no_tests:
         summary["gpu_tests"] = gpu_tests(timeout=max(60.0, min(300.0, deadline - time.monotonic())))
+        (out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
     records = []
     if not args.no_notebooks:
         for path in notebooks([x for x in args.lessons.split(",") if x]):
@@ -187,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "error": "not run: the time budget was spent"})
                 continue
             records.append(run_notebook(path, out, int(min(args.cell_timeout, left))))
+            summary["notebooks"] = records  # written after every notebook: a killed run keeps its records
+            (out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
             print(json.dumps({k: records[-1][k] for k in ("notebook", "ok", "seconds") if k in records[-1]}),
                   flush=True)
     summary["notebooks"] = records

@@ -79,6 +79,33 @@ def test_zero_stages_and_fsdp_match_one_process_and_the_formula():
     assert results[0]["fsdp2"]["param_types"] == ["DTensor"]
 
 
+
+FSDP_WITH_A_GPU_IN_SIGHT = """
+import os, torch, torch.distributed as dist
+torch.cuda.is_available = lambda: True          # a one-GPU machine, as the ranks see it
+torch.cuda.device_count = lambda: 1
+torch._C._get_accelerator = lambda: torch.device("cuda")   # what FSDP2 asks when it picks a mesh itself
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"], RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+dist.init_process_group("gloo")
+from course_lib.parallel import zero
+out = zero.fsdp_run(2, (8, 16, 4), 4, 1e-2, 0, torch.device("cpu"))
+print(out["param_types"], len(out["losses"]))
+"""
+
+
+def test_fsdp_builds_its_mesh_on_the_ranks_device_when_a_gpu_is_in_sight():
+    # on an H100, rank 1 of 2 gloo processes died: fully_shard without a mesh made a CUDA mesh
+    # and asked for GPU 1; the ranks compute on the CPU, so the mesh must be a CPU mesh
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = subprocess.run([sys.executable, "-c", FSDP_WITH_A_GPU_IN_SIGHT], capture_output=True, text=True,
+                          timeout=120, env={**__import__("os").environ, "PORT": str(port)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["['DTensor']", "2"]
+
+
 def sharded_sgd_step(param, grad, momentum, lr, beta):
     rank, world = dist.get_rank(), dist.get_world_size()
     n = param.numel()

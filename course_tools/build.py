@@ -270,16 +270,20 @@ def publish_releases(rows: list[dict], out: Path, dest: Path) -> list[str]:
     """Copy each built student version ``out/release/NN_name`` to ``dest/NN_name`` (the
     course's ``release/`` folder, where students open them), never over a folder that is
     already there (it may hold a student's work). Return one line per lesson."""
+    from .grading.nbgrader_course import record_release
+
     lines = []
     for r in rows:
         if not r.get("release"):
             continue
         target = Path(dest) / r["lesson"]
         if target.exists():
-            lines.append(f"kept {target} (already there; `course release {r['lesson'][:2]}` regenerates it)")
+            lines.append(f"kept {target} (already there; `course release {r['lesson'][:2]}` replaces it only if "
+                         "it holds no one's work, and otherwise says how to force it)")
             continue
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(Path(out) / r["release"], target)
+        record_release(Path(dest).parent, r["lesson"], target / EXERCISES)
         lines.append(f"student version: {target / EXERCISES}")
     return lines
 

@@ -59,7 +59,8 @@ def cmd_build(args) -> int:
         kept = sum(line.startswith("kept") for line in lines)
         if lines:
             print(f"student versions: {RELEASE}/NN_name/exercises.ipynb ({len(lines) - kept} written, "
-                  f"{kept} kept because they were already there; `course release NN` regenerates one)")
+                  f"{kept} kept because they were already there and may hold your answers; `course release NN` "
+                  "replaces one only when it holds no one's work, and otherwise says how to force it)")
     print(f"summary: {out / 'summary.json'}; open {out / 'index.html'} in a browser")
     bad = [r["lesson"] for r in rows if not ok(r)]
     if bad:
@@ -162,26 +163,33 @@ def _root_course():
 def cmd_release(args) -> int:
     import time
 
-    from .grading import GradingError, release
+    from .grading import GradingError, ReleaseKept, release
     from .paths import lesson_dirs
 
     lessons = lesson_dirs(args.lessons)
-    failed = []
+    failed, kept = [], []
     for n, lesson in enumerate(lessons, start=1):
         start = time.perf_counter()
         problem = _notebook_problem(lesson / "exercises.ipynb")
         try:
             if problem:
                 raise CourseError(problem)
-            folder = release(_root_course(), lesson.name)
+            folder = release(_root_course(), lesson.name, force=getattr(args, "force", False))
+        except ReleaseKept as exc:
+            kept.append(lesson.name)
+            _say(f"[{n}/{len(lessons)}] {lesson.name}: KEPT: {exc}")
+            continue
         except (CourseError, GradingError) as exc:
             failed.append(lesson.name)
             _say(f"[{n}/{len(lessons)}] {lesson.name}: FAILED: {str(exc).strip().splitlines()[0][:300]}")
             continue
         _say(f"[{n}/{len(lessons)}] {lesson.name}: {time.perf_counter() - start:.0f} s")
         print(folder / "exercises.ipynb")
-    if failed:
-        raise CourseError(f"no student version for {', '.join(failed)} (see the lines above)")
+    if failed or kept:
+        raise CourseError("; ".join(
+            ([f"no student version for {', '.join(failed)} (see the lines above)"] if failed else []) +
+            ([f"not replaced, because they hold work: {', '.join(kept)} (see the lines above; --force replaces "
+              "them and keeps each old file beside the new one)"] if kept else [])))
     return 0
 
 
@@ -294,6 +302,9 @@ def parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_slides)
     r = sub.add_parser("release", help="nbgrader student versions into release/")
     r.add_argument("lessons", nargs="?", help="comma-separated lessons (default: all)")
+    r.add_argument("--force", action="store_true",
+                   help="replace a release/NN_name/exercises.ipynb that holds work (it is kept beside the new one "
+                        "as exercises.yours-<date>-<time>.ipynb); without it such a file is never touched")
     r.set_defaults(func=cmd_release)
     g = sub.add_parser("grade", help="autograde the submissions of one lesson")
     g.add_argument("lesson")

@@ -177,3 +177,69 @@ def test_course_lab_runs_jupyter_with_the_given_flag(tmp_path, monkeypatch, capf
     assert cli.main(["lab", "--version"]) == 0
     out = capfd.readouterr().out.strip()
     assert out and out[0].isdigit(), out  # jupyter lab printed its version: the flag got there
+
+
+@pytest.fixture
+def student_course(tmp_path, monkeypatch):
+    """A course folder holding lesson 00 with the repository's nbgrader_config.py, as the
+    `course` command sees its own checkout."""
+    import shutil
+
+    from course_tools import paths
+
+    shutil.copytree(paths.NOTEBOOKS / "00_setup", tmp_path / "notebooks" / "00_setup")
+    shutil.copyfile(paths.REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
+    for module, name, value in ((paths, "NOTEBOOKS", tmp_path / "notebooks"), (cli, "NOTEBOOKS", tmp_path / "notebooks"),
+                                (cli, "REPO", tmp_path), (cli, "RELEASE", tmp_path / "release")):
+        monkeypatch.setattr(module, name, value)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_release_never_overwrites_a_students_answers(student_course, capsys):
+    import nbformat
+
+    released = student_course / "release" / "00_setup" / "exercises.ipynb"
+    assert cli.main(["release", "00"]) == 0 and released.is_file()
+    capsys.readouterr()
+    # running cells is not work: outputs alone do not stop a new release
+    nb = nbformat.read(str(released), as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nbformat.write(nb, str(released))
+    assert cli.main(["release", "00"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    # the student answers an exercise, saves, and the instructor (or `make lab`'s user) releases again
+    nb = nbformat.read(str(released), as_version=4)
+    stub = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution") and c.cell_type == "code")
+    stub.source = "# my answer, an hour of work\nanswer = 42\n"
+    nbformat.write(nb, str(released))
+    saved = released.read_bytes()
+    rc = cli.main(["release", "00"])
+    err = capsys.readouterr().err
+    assert released.read_bytes() == saved   # the edit is intact
+    last = _plain_failure(rc, err)
+    assert "not replaced, because they hold work: 00_setup" in last
+    assert "release/00_setup/exercises.ipynb differs from the student version" in err
+    assert "course release 00 --force" in err
+    assert list(released.parent.glob("exercises.yours-*")) == []
+    # --force writes the new version and keeps the student's file beside it
+    assert cli.main(["release", "00", "--force"]) == 0, capsys.readouterr().err
+    kept = list(released.parent.glob("exercises.yours-*.ipynb"))
+    assert len(kept) == 1 and kept[0].read_bytes() == saved
+    assert "an hour of work" not in released.read_text()
+
+
+def test_build_and_readme_say_what_release_does(tmp_path):
+    from pathlib import Path
+
+    from course_tools import build
+
+    (tmp_path / "out" / "rel" / "00_setup").mkdir(parents=True)
+    (tmp_path / "out" / "rel" / "00_setup" / "exercises.ipynb").write_text("{}")
+    (tmp_path / "release" / "00_setup").mkdir(parents=True)   # already there: may hold work
+    lines = build.publish_releases([{"lesson": "00_setup", "release": "rel"}], tmp_path / "out", tmp_path / "release")
+    assert lines[0].startswith("kept ") and "replaces it only if it holds no one's work" in lines[0], lines
+    assert "regenerates" not in lines[0]
+    readme = (Path(cli.__file__).resolve().parent.parent / "README.md").read_text()
+    assert "course release NN --force" in readme and "never overwrite" not in readme

@@ -17,7 +17,7 @@ import importlib
 # where each public name lives; imported on first use, so that a command that only needs a
 # constant (``course grade --workers 33`` refusing) does not wait for nbgrader and torch
 _WHERE = {"grade_lesson": "grade", "merge_lesson": "grade",
-          "CourseDir": "nbgrader_course", "GradingError": "nbgrader_course", "release": "nbgrader_course",
+          "CourseDir": "nbgrader_course", "GradingError": "nbgrader_course", "release": "nbgrader_course", "ReleaseKept": "nbgrader_course",
           "round_trip": "nbgrader_course", "score": "nbgrader_course",
           "Outcome": "results", "write_grades_csv": "results",
           "Limits": "sandbox", "SandboxUnavailable": "sandbox", "bubblewrap": "sandbox",

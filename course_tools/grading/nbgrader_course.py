@@ -88,8 +88,17 @@ def empty_gradebook() -> Path:
     return template
 
 
-def release(course: CourseDir, lesson: str) -> Path:
-    """Generate the student version of ``lesson`` (solutions and hidden tests removed).
+class ReleaseKept(GradingError):
+    """``release/LESSON/exercises.ipynb`` holds someone's work: it was kept, nothing written."""
+
+
+def release(course: CourseDir, lesson: str, force: bool = False) -> Path:
+    """Generate the student version of ``lesson`` (solutions and hidden tests removed) into
+    ``release/LESSON/``, never over a student's work: an ``exercises.ipynb`` already there is
+    replaced only when its cells are those of a student version this course generated (the
+    last one recorded, or the one it would generate now; outputs aside), else ``ReleaseKept``
+    is raised and the file is untouched. With ``force`` the new version is written and the old
+    file kept beside it as ``exercises.yours-YYYYmmdd-HHMMSS.ipynb``.
 
     nbgrader's own converter runs in this process, configured as ``nbgrader generate_assignment
     LESSON --force`` would be in the course directory (its ``nbgrader_config.py``, then the
@@ -97,10 +106,73 @@ def release(course: CourseDir, lesson: str) -> Path:
     on the course's 2-core machine, and a test run releases a lesson some twenty times."""
     from nbgrader.converters import GenerateAssignment
 
+    folder = course.root / "release" / lesson
+    target = folder / f"{GRADED_NOTEBOOK}.ipynb"
+    if os.path.lexists(target) and not _generated_here(course, lesson, target):
+        if not force:
+            shown = target.relative_to(course.root) if target.is_relative_to(course.root) else target
+            raise ReleaseKept(f"{shown} differs from the student version (someone's answers?) and was kept; "
+                              f"`course release {lesson[:2]} --force` writes the new version and keeps this one "
+                              f"beside it as {GRADED_NOTEBOOK}.yours-<date>-<time>.ipynb")
+        import time
+
+        kept = folder / f"{GRADED_NOTEBOOK}.yours-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
+        while os.path.lexists(kept):
+            kept = kept.with_name(kept.name.replace(".ipynb", "-1.ipynb"))
+        os.replace(target, kept)
     ok, log = _convert(GenerateAssignment, "generate_assignment", course, lesson, _course_config(course))
     if not ok:
         raise GradingError(f"nbgrader generate_assignment {lesson} failed:\n{log[-2000:]}")
-    return course.root / "release" / lesson
+    record_release(course.root, lesson, target)
+    return folder
+
+
+def _released_record(root: Path, lesson: str) -> Path:
+    return root / "build" / "grading" / "released" / f"{lesson}.cells"
+
+
+def cells_fingerprint(path: Path) -> str | None:
+    """A hash of a notebook's cells (type and source, in order; outputs and metadata aside),
+    or None when it cannot be read as a notebook."""
+    import hashlib
+    import json
+
+    try:
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
+        cells = [[c["cell_type"], "".join(c["source"]) if isinstance(c["source"], list) else c["source"]]
+                 for c in data["cells"]]
+    except (OSError, ValueError, UnicodeDecodeError, KeyError, TypeError, RecursionError):
+        return None
+    return hashlib.sha256(json.dumps(cells).encode()).hexdigest()
+
+
+def record_release(root: Path, lesson: str, notebook: Path) -> None:
+    """Remember the cells of the student version just written to ``root/release/lesson`` (so a
+    later release knows whether the file there is still that version or someone's work)."""
+    fingerprint = cells_fingerprint(notebook)
+    if fingerprint:
+        record = _released_record(root, lesson)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(fingerprint + "\n")
+
+
+def _generated_here(course: CourseDir, lesson: str, target: Path) -> bool:
+    """Whether ``target`` holds the cells of a student version: the one recorded at the last
+    release, or the one the source would give now (generated in a scratch course)."""
+    import tempfile
+
+    have = cells_fingerprint(target)
+    if have is None or os.path.islink(target):
+        return False
+    record = _released_record(course.root, lesson)
+    if record.is_file() and record.read_text().strip() == have:
+        return True
+    with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
+        scratch = CourseDir(Path(tmp), course.source)
+        if (course.root / "nbgrader_config.py").is_file():  # the same stubs as the real release
+            shutil.copyfile(course.root / "nbgrader_config.py", Path(tmp) / "nbgrader_config.py")
+        fresh = release(scratch, lesson) / f"{GRADED_NOTEBOOK}.ipynb"
+        return cells_fingerprint(fresh) == have
 
 
 _NBGRADER_LOCK = threading.Lock()

@@ -35,7 +35,7 @@ course: setup
 # system_packages.sh: bubblewrap and Chromium (apt-get as root; otherwise their tests skip, saying why)
 test: setup
 	@sh scripts/system_packages.sh
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # JupyterLab on the course, opened on release/ (the student versions; written first if missing).
 # As root it passes --allow-root itself.

@@ -21,7 +21,7 @@ from scratch_course import scratch_course
 
 from course_tools.grading import grade_lesson
 from course_tools.grading import kernel as kernel_mod
-from course_tools.grading import sandbox
+from course_tools.grading import cpu_share, sandbox
 from course_tools.grading.sandbox import Limits
 
 LESSON = "01_hardware_foundations"
@@ -119,3 +119,42 @@ def test_an_endless_line_from_the_checker_is_cut_off(tmp_path, monkeypatch):
         if checker.proc.poll() is None:
             checker.proc.kill()
         checker.proc.wait()
+
+
+# one shell that starts 150 spinning shells, each in a session of its own, and returns at once:
+# where the scheduler shares the CPUs by session (autogroup), that is 150 shares against the honest one's
+BUSY = ("import subprocess\n"
+        "subprocess.Popen(['sh', '-c', 'for i in $(seq 150); do setsid sh -c \"while :; do :; done\" & done'])\n")
+
+
+@pytest.mark.skipif(not cpu_share.available(), reason="no CPU cgroup here: " + cpu_share.describe())
+def test_a_student_who_forks_busy_processes_takes_no_cpu_from_the_one_beside(tmp_path, monkeypatch):
+    """Graded at once in two slots: 150 spinning processes, each in a session of its own, in one
+    student's kernel. Where the CPUs are shared by session they took 150 shares to the honest
+    student's one (on this 2-core machine the pair took 101 s to grade instead of 30 s; in lesson
+    11 the honest student fell from 12/12 to 2/12 by timeouts). With one CPU cgroup per sandbox
+    every spinner stays in its sandbox's group, and the honest student keeps every point."""
+    course, source = scratch_course(tmp_path, LESSON)
+    honest = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
+    busy = copy.deepcopy(honest)
+    busy.cells.insert(1, nbformat.v4.new_code_cell(BUSY))
+    incoming = tmp_path / "incoming"
+    for student, nb in (("busy", busy), ("honest", honest)):
+        (incoming / student).mkdir(parents=True)
+        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
+    in_group = []   # processes in a sandbox's CPU group when the grader stops it
+    stop = kernel_mod._Box.stop
+
+    def counting_stop(self):
+        if self.cpu is not None and self.alive():
+            in_group.append(len(self.cpu.pids()))
+        stop(self)
+
+    monkeypatch.setattr(kernel_mod._Box, "stop", counting_stop)
+    monkeypatch.setattr(kernel_mod._Box, "close", counting_stop)
+    limits = Limits(**{**LIMITS.__dict__, "processes": 400})
+    outcomes = {o.student: o for o in grade_lesson(source / LESSON, course=course, submissions=incoming,
+                                                   workers=2, limits=limits, progress=False)}
+    assert outcomes["honest"].score == FULL, _reason(outcomes["honest"])
+    assert "timed out" not in _reason(outcomes["honest"])
+    assert max(in_group, default=0) > 150, in_group   # the spinners (and the kernel) never left the group

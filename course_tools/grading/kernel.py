@@ -25,8 +25,9 @@ from pathlib import Path
 
 import zmq
 
+from .cpu_share import CpuGroup
 from .sandbox import (SLOTS, CellRun, Limits, _apply_rlimits, _own_process_count, clear_user, descendants,
-                      folder_bytes, is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, usage)
+                      folder_bytes, is_kernel_python, sandbox_argv, sandbox_env, sandbox_uid, systemd_scope, usage)
 
 LIVE: set = set()             # sandboxes started and not yet stopped
 STOPPING = threading.Event()  # set by kill_all: no sandbox starts any more until cleared
@@ -80,6 +81,7 @@ class _Box:
         self.scratch = Path(scratch) if scratch else None
         self.work = None
         self.proc: subprocess.Popen | None = None
+        self.cpu: CpuGroup | None = None     # this sandbox's CPU cgroup (see cpu_share)
         self.stderr_tail = b""
 
     def _new_work(self) -> Path:
@@ -111,8 +113,11 @@ class _Box:
         else:
             argv = command
             env = {**os.environ, **{k: v for k, v in sandbox_env(venv_bin).items() if k not in ("HOME", "PATH")}}
+        # a CPU share of its own, unless a systemd scope (CPUWeight) is that cgroup already
+        self.cpu = CpuGroup() if not (self.sandbox and systemd_scope()) else None
+        cpu = self.cpu
         self.proc = subprocess.Popen(
-            argv, preexec_fn=lambda: (os.setsid(), _apply_rlimits(limits)), env=env,
+            argv, preexec_fn=lambda: (os.setsid(), cpu and cpu.join(), _apply_rlimits(limits)), env=env,
             cwd=None if self.sandbox else cwd, stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
             stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
         with _LIVE_LOCK:
@@ -163,6 +168,9 @@ class _Box:
                         stream.close()
                     except OSError:
                         pass
+        if self.cpu is not None:
+            self.cpu.remove()
+            self.cpu = None
         with _LIVE_LOCK:
             LIVE.discard(self)
         if self.work is not None:

@@ -196,11 +196,13 @@ def systemd_scope() -> str | None:
 
 
 def limits_in_force() -> str:
-    """One sentence: how memory and processes are bounded per sandbox on this machine."""
+    """One sentence: how memory, processes and the CPUs are bounded per sandbox on this machine."""
     if systemd_scope():
-        return "per sandbox by a systemd scope (cgroups: MemoryMax, TasksMax) and per process by rlimits"
-    return ("per sandbox by the grader's watchdog (total resident memory, processes, disk; no cgroups: "
-            "systemd cannot start scopes here) and per process by rlimits")
+        return ("per sandbox by a systemd scope (cgroups: MemoryMax, TasksMax, an equal CPUWeight) and per "
+                "process by rlimits")
+    from .cpu_share import describe
+    return ("per sandbox by the grader's watchdog (total resident memory, processes, disk; systemd cannot "
+            f"start scopes here) and per process by rlimits; CPUs shared {describe()}")
 
 
 def gpu_devices() -> list[str]:
@@ -266,7 +268,7 @@ def sandbox_argv(command: list[str], submission: Path | None, tmp: Path, conn_di
     scope = systemd_scope()
     if scope:
         argv = [scope, "--scope", "--quiet", "-p", f"MemoryMax={limits.memory_bytes}",
-                "-p", f"TasksMax={limits.processes}", "--", *argv]
+                "-p", f"TasksMax={limits.processes}", "-p", "CPUWeight=100", "--", *argv]  # equal CPU shares
     return argv + command
 
 

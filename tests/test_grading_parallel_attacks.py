@@ -183,6 +183,18 @@ ATTACKS = {
     "    if len(found) == world:\n"
     "        tensor.copy_(sum(found.values()))\n"
     "    return tensor\n"),
+    # (h) issue 26, attack 5: the workers run in the checker's sandbox; each rank fills its /tmp
+    #     with files under the per-file limit (800 MiB a rank against 512 MiB for the sandbox),
+    #     then waits; the checker's sandbox used to have no watchdog, so nothing stopped it
+    "hoard_disk": (
+        "def my_allreduce(tensor):\n"
+        "    import os, tempfile, time\n"
+        "    for i in range(4):\n"
+        "        with open(os.path.join(tempfile.gettempdir(), f'hoard-{os.getpid()}-{i}'), 'wb') as f:\n"
+        "            for _ in range(25):\n"
+        "                f.write(b'x' * 8 * 2**20)\n"
+        "    time.sleep(20)\n"
+        "    return tensor\n"),
 }
 
 
@@ -251,6 +263,11 @@ def test_attacks_earn_nothing_on_the_allreduce(graded, student):
     assert o.status == "graded", (student, o.reason)
     assert {gid: o.cells[gid] for gid in ALLREDUCE_CELLS} == {gid: 0.0 for gid in ALLREDUCE_CELLS}, (student, o.cells)
     honest = graded["by"]["honest"]
+    if student == "hoard_disk":
+        # its checker was stopped, so ex3's hidden test runs in a fresh one after ex3's visible part
+        # again, which pushes into the student's store a second time: ex3_hidden is lost too (known)
+        assert o.score >= honest.score - ALLREDUCE_POINTS - 1, (student, o.score, o.cells)
+        return
     assert o.score == honest.score - ALLREDUCE_POINTS, (student, o.score, o.cells)  # the rest is honest work
 
 
@@ -272,6 +289,8 @@ def test_each_attack_fails_for_its_own_reason(graded):
     assert "a largest difference below 1e-9" in _errors(nbs["peek"], "ex4_visible")
     assert "a largest difference below 1e-9" in _errors(nbs["proc_peek"], "ex4_visible")
     assert "reached a sibling" not in _errors(nbs["proc_peek"], "ex4_visible")
+    hoard = graded["by"]["hoard_disk"]
+    assert "disk limit reached" in hoard.reason and "checker's sandbox was stopped" in hoard.reason, hoard.reasons
 
 
 # -- lesson 13: the sharded optimizer step, attacked the same way ----------------------------

@@ -160,7 +160,8 @@ class Runner:
         while True:
             msg = self.checker.receive(max(0.0, deadline - time.monotonic()))
             if msg is None:
-                return self._checker_lost(f"the test did not finish in time (limit {self.limits.cell_seconds:g} s)")
+                return self._checker_lost(self.checker.limit_hit or
+                                          f"the test did not finish in time (limit {self.limits.cell_seconds:g} s)")
             if msg.get("op") == "done":
                 return msg
             call = self._kernel_call(msg)
@@ -191,7 +192,10 @@ class Runner:
         return ""
 
     def _checker_lost(self, why: str) -> dict:
-        """The checker timed out or died: start a fresh one (setup cells run again later)."""
+        """The checker timed out, died or was stopped at a limit: start a fresh one (setup cells
+        run again later)."""
+        if self.checker.limit_hit:   # the student's code in the checker's workers went past a limit
+            self.notes.append(f"{self.checker.limit_hit} in {self.where}; the checker's sandbox was stopped")
         self.checker.stop()
         self.start_checker()
         return {"op": "done", "ok": False, "ename": "TimeoutError", "evalue": why, "lines": []}

@@ -98,6 +98,21 @@ class _Box:
             os.chown(path, self.uid, self.uid)
         return path
 
+    def _over_limit(self, check_disk: bool) -> str:
+        """Which sandbox-wide limit the processes of this sandbox exceed now ('' if none):
+        resident memory and processes summed over the whole process tree (workers, and what
+        exited workers left behind, included), and bytes in the folders it may write."""
+        rss, threads = usage(self.proc.pid, self.limits.memory_bytes)
+        if rss > self.limits.memory_bytes:
+            return f"memory limit reached ({rss / 2**30:.2f} GiB in the sandbox, limit {self.limits.memory_bytes / 2**30:g} GiB)"
+        if threads > self.limits.processes + 8:
+            return f"process limit reached ({threads} processes and threads, limit {self.limits.processes})"
+        if check_disk:
+            disk = sum(folder_bytes(folder, self.limits.disk_bytes) for folder in self._watched() if folder is not None)
+            if disk > self.limits.disk_bytes:
+                return f"disk limit reached ({disk / 2**20:.0f} MiB written, limit {self.limits.disk_bytes / 2**20:g} MiB)"
+        return ""
+
     def _popen(self, command, submission, tmp, conn_dir, read_only=(), cwd=None, pipes=False):
         if STOPPING.is_set():
             raise RuntimeError("grading was stopped")
@@ -255,18 +270,9 @@ class SandboxKernel(_Box):
         else:
             self.proc.send_signal(signal.SIGINT)
 
-    def _over_limit(self, check_disk: bool) -> str:
-        rss, threads = usage(self.proc.pid, self.limits.memory_bytes)
-        if rss > self.limits.memory_bytes:
-            return f"memory limit reached ({rss / 2**30:.2f} GiB in the sandbox, limit {self.limits.memory_bytes / 2**30:g} GiB)"
-        if threads > self.limits.processes + 8:
-            return f"process limit reached ({threads} processes and threads, limit {self.limits.processes})"
-        if check_disk:
-            disk = sum(folder_bytes(folder, self.limits.disk_bytes)
-                       for folder in (self.submission, self.tmp, self.conn) if folder is not None)
-            if disk > self.limits.disk_bytes:
-                return f"disk limit reached ({disk / 2**20:.0f} MiB written, limit {self.limits.disk_bytes / 2**20:g} MiB)"
-        return ""
+    def _watched(self) -> tuple:
+        """The folders whose bytes count against the disk limit."""
+        return (self.submission, self.tmp, self.conn)
 
     def execute(self, code: str, timeout: float, keep: bool = True) -> CellRun:
         """Run ``code``; collect outputs (capped; only stdout text when ``keep`` is False) and
@@ -364,12 +370,18 @@ class CheckerProcess(_Box):
         super().__init__(limits, slot, sandbox, scratch, uid_offset=SLOTS)
         self.buffer = bytearray()   # bytes read past the last full line
         self.scanned = 0            # bytes of ``buffer`` already searched for a newline
+        self.tmp: Path | None = None
+        self.limit_hit = ""         # the sandbox-wide limit the watchdog enforced while waiting
+
+    def _watched(self) -> tuple:
+        return (self.tmp,)
 
     def start(self, wait: bool = True) -> None:
         """Start the checker; with ``wait`` False, call :meth:`wait_ready` before using it."""
         here = Path(__file__).resolve().parent
         self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
-        tmp = self._owned_dir(self._new_work() / "tmp")
+        tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
+        self.limit_hit = ""
         command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
         self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
         if wait:
@@ -388,18 +400,28 @@ class CheckerProcess(_Box):
         """The next message, or None when none came in ``timeout`` seconds or the checker died.
         The read costs time linear in the bytes read (each byte is searched for a newline once),
         and a line longer than :data:`MAX_REPLY_BYTES` bytes stops the checker (None), so no reply
-        holds more than that much of the grader's memory."""
+        holds more than that much of the grader's memory. While it waits, a sandboxed checker is
+        watched as the student's kernel is (the student's code runs in its worker processes):
+        past a sandbox-wide limit it is killed, :attr:`limit_hit` says which, and None returns."""
         deadline = time.monotonic() + timeout
+        disk_at = time.monotonic() + 1.0
         while (end := self.buffer.find(b"\n", self.scanned)) < 0:
             self.scanned = len(self.buffer)
             if len(self.buffer) > MAX_REPLY_BYTES:
                 self.kill()
                 self.buffer, self.scanned = bytearray(), 0
                 return None
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0 or self.proc is None:
                 return None
-            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
+            if self.sandbox and self.alive():
+                self.limit_hit = self._over_limit(now > disk_at)
+                disk_at = now + 1.0 if now > disk_at else disk_at
+                if self.limit_hit:
+                    self.kill()
+                    return None
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, WATCH_SECONDS if self.sandbox else 1.0))
             if ready:
                 chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
                 if not chunk:

@@ -248,15 +248,16 @@ def cmd_grade(args) -> int:
         print(f"course grade: {exc}", file=sys.stderr)
         return 1
     for o in outcomes:
-        got = "error" if o.score != o.score else f"{o.score:g}"
+        got = f"{o.score:g}" if o.score == o.score else ("error" if o.status == "error" else "none")
         print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
+    failed = any(o.status == "error" for o in outcomes)  # a refused submission is processed: its row says why
     if shard[1] > 1 and not args.merge:
         print(f"shard {shard[0]}/{shard[1]} done; after every shard: course grade {lesson.name} --merge")
-        return 1 if any(o.score != o.score for o in outcomes) else 0
+        return 1 if failed else 0
     print(f"grades: {BUILD / f'grades_{lesson.name}.csv'}")
     if not args.no_feedback:
         print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
-    return 1 if any(o.score != o.score for o in outcomes) else 0
+    return 1 if failed else 0
 
 
 def cmd_bench(args) -> int:
@@ -310,9 +311,11 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("lesson")
     g.add_argument("--submissions", help="folder with one subfolder per student")
     g.add_argument("--workers", type=int, default=1, help="submissions graded in parallel")
-    g.add_argument("--cell-timeout", type=float, default=120.0, help="seconds per cell (default 120)")
-    g.add_argument("--notebook-timeout", type=float, default=900.0, help="seconds per notebook (default 900)")
-    g.add_argument("--memory-gib", type=float, default=4.0, help="memory per sandbox (default 4)")
+    g.add_argument("--cell-timeout", type=float, default=120.0,
+                   help="seconds per cell, 1 to 86400 (default 120; there is no 'no limit')")
+    g.add_argument("--notebook-timeout", type=float, default=900.0,
+                   help="seconds per notebook, 10 to 86400 and at least the cell timeout (default 900)")
+    g.add_argument("--memory-gib", type=float, default=4.0, help="memory per sandbox, 1 to 1024 GiB (default 4)")
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--shard", help="I/N: grade only shard I (from 0) of N, for a cluster; then --merge")
     g.add_argument("--merge", action="store_true", help="merge the shards of the last run into one CSV and gradebook")
@@ -336,13 +339,43 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser().parse_args(argv)
 
 
+# the limits `course grade` accepts: (flag, attribute, smallest, largest, unit). Below the smallest
+# every submission fails for the grader's reason, not the student's (a 0 s cell limit, nbgrader's
+# "-1 = no limit"); there is no "no limit": the largest is a day per cell and per notebook.
+GRADE_LIMITS = (("--cell-timeout", "cell_timeout", 1.0, 86400.0, "seconds"),
+                ("--notebook-timeout", "notebook_timeout", 10.0, 86400.0, "seconds"),
+                ("--memory-gib", "memory_gib", 1.0, 1024.0, "GiB"))
+
+
+def _check_limits(args) -> None:
+    """CourseError (one line) for a grading limit that is not a number in its range."""
+    import math
+
+    for flag, attr, low, high, unit in GRADE_LIMITS:
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if not math.isfinite(value) or not low <= value <= high:
+            hint = (f" (nbgrader's -1 for 'no limit' is not offered: the longest is {high:g})"
+                    if value < 0 and unit == "seconds" else "")
+            raise CourseError(f"{flag} {value:g}: give {unit} from {low:g} to {high:g}{hint}; "
+                              "nothing was graded")
+    if getattr(args, "notebook_timeout", None) is not None and args.notebook_timeout < args.cell_timeout:
+        raise CourseError(f"--notebook-timeout {args.notebook_timeout:g} is shorter than --cell-timeout "
+                          f"{args.cell_timeout:g}; nothing was graded")
+
+
 def _check_input(args) -> None:
     """Refuse bad input before any work starts (each with one plain line)."""
     if args.command == "grade":
         one_lesson(args.lesson)
-        if args.submissions and not Path(args.submissions).is_dir():
-            raise CourseError(f"--submissions {args.submissions}: no such folder (it should hold "
-                              "one folder per student, each with exercises.ipynb)")
+        if args.submissions:
+            from .grading.submission import SubmissionProblem, folder_problem
+            try:
+                folder_problem(Path(args.submissions))
+            except SubmissionProblem as exc:
+                raise CourseError(str(exc)) from None
+        _check_limits(args)
         from .grading.sandbox import SLOTS
         if not 1 <= args.workers <= SLOTS:
             raise CourseError(f"--workers must be between 1 and {SLOTS} (submissions graded at once by one grader)")

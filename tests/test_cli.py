@@ -243,3 +243,56 @@ def test_build_and_readme_say_what_release_does(tmp_path):
     assert "regenerates" not in lines[0]
     readme = (Path(cli.__file__).resolve().parent.parent / "README.md").read_text()
     assert "course release NN --force" in readme and "never overwrite" not in readme
+
+
+def test_doctor_reports_the_grading_sandbox():
+    from course_tools.grading import sandbox
+
+    done = run_course("doctor", "--json")
+    box = json.loads(done.stdout)["sandbox"]
+    assert box["bubblewrap_usable"] == bool(sandbox.bubblewrap())
+    assert (box["why_not"] is None) == box["bubblewrap_usable"]
+    assert box["cgroups"]["version"] in ("v1", "v2", "hybrid", "none")
+    assert ("systemd scope" in box["limits"]) == bool(sandbox.systemd_scope())
+    assert "watchdog" in box["limits"] or "systemd scope" in box["limits"]
+    text = run_course("doctor").stdout
+    assert "sandbox bubblewrap" in text and "user namespaces:" in text and "cgroups " in text
+    assert ("course grade runs every submission in this sandbox" in text) == box["bubblewrap_usable"]
+
+
+def test_doctor_says_grading_refuses_without_bubblewrap():
+    from course_tools.doctor import _sandbox_lines
+
+    lines = _sandbox_lines({"bubblewrap": None, "bubblewrap_version": None, "bubblewrap_usable": False,
+                            "why_not": "bubblewrap (bwrap) is not installed.", "root": False,
+                            "user_namespaces": {"max_user_namespaces": 0, "unprivileged_userns_clone": False},
+                            "cgroups": {"version": "v2", "controllers": ["cpu", "memory"]},
+                            "limits": "the grader's watchdog per sandbox"})
+    assert lines[0] == "sandbox bubblewrap not installed"
+    assert "user namespaces: off for unprivileged users; cgroups v2 (cpu, memory)" in lines[1]
+    assert lines[-1].strip() == "course grade refuses to grade (exit 2): bubblewrap (bwrap) is not installed."
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--cell-timeout", "-1"], "--cell-timeout -1: give seconds from 1 to 86400 (nbgrader's -1 for 'no limit'"),
+    (["--cell-timeout", "0"], "--cell-timeout 0: give seconds from 1 to 86400"),
+    (["--notebook-timeout", "0"], "--notebook-timeout 0: give seconds from 10 to 86400"),
+    (["--memory-gib", "0"], "--memory-gib 0: give GiB from 1 to 1024"),
+    (["--cell-timeout", "inf"], "--cell-timeout inf: give seconds"),
+    (["--cell-timeout", "1000"], "--notebook-timeout 900 is shorter than --cell-timeout 1000"),
+])
+def test_grade_refuses_nonsensical_limits_in_one_line(args, words, capsys):
+    rc = cli.main(["grade", "00", *args])
+    err = capsys.readouterr().err
+    assert words in _plain_failure(rc, err) and len(err.strip().splitlines()) == 1, err
+    assert "nothing was graded" in err
+
+
+def test_a_lone_notebook_or_one_students_folder_is_not_a_submissions_folder(tmp_path, capsys):
+    (tmp_path / "alice").mkdir()
+    (tmp_path / "alice" / "exercises.ipynb").write_text("{}")
+    for path, words in ((tmp_path / "alice", "holds exercises.ipynb itself, as one student's folder does"),
+                        (tmp_path / "alice" / "exercises.ipynb", "is a file, not a folder")):
+        rc = cli.main(["grade", "00", "--submissions", str(path)])
+        err = capsys.readouterr().err
+        assert words in _plain_failure(rc, err) and len(err.strip().splitlines()) == 1, err

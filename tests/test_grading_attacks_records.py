@@ -163,8 +163,13 @@ def graded(tmp_path_factory):
     private_tmp = Path(tempfile.mkdtemp(prefix="cgr-"))   # short: kernel sockets live there
     old_tempdir, tempfile.tempdir = tempfile.tempdir, str(private_tmp)
     try:
-        first = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
-                             progress=False)
+        # `course grade LESSON`: the class in submitted/, here the one student the exchange brought
+        # (a later `--submissions DIR` grades exactly DIR's students, not this one)
+        exchange = grade_lesson(source / LESSON, course=course, limits=LIMITS, progress=False)
+        assert [o.student for o in exchange] == ["collected"]
+        first = exchange + grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,
+                                        limits=LIMITS, progress=False)
+        assert "collected" not in {o.student for o in first[1:]}
         csv1, book1 = _csv(course), {s: _gradebook(course, s) for s in ("honest", "resubmits", "fake_time")}
         # the second run: the resubmitter's new work; the malformed folders are still in submitted/
         _write(incoming / "resubmits", honest)
@@ -182,8 +187,9 @@ MALFORMED = ["md_no_grade_id", "list_grade_id", "nbgrader_yes"]
 
 def test_first_run_records_everyone_and_exits_cleanly(graded):
     by = graded["first"]
-    # `course grade` exits 1 only when a score is NaN (a grader error): here none is
-    assert not [o.student for o in by.values() if math.isnan(o.score)], {s: o.reason for s, o in by.items()}
+    # `course grade` exits 1 only for a grader error: here none; refused folders have no score (NaN)
+    assert not [o.student for o in by.values() if o.status == "error"], {s: o.reason for s, o in by.items()}
+    assert sorted(s for s, o in by.items() if math.isnan(o.score)) == sorted(["deep_meta", *INJECTIONS])
     for student in ("honest", "widgets", "fake_time", "collected", *MALFORMED):
         assert by[student].score == FULL and by[student].max_score == FULL, (student, by[student].reason)
         assert "grader error" not in by[student].reason
@@ -205,8 +211,8 @@ def test_malformed_metadata_is_that_students_plain_reason(graded, student):
 
 def test_metadata_nested_too_deep_is_refused_with_a_reason(graded):
     o = graded["first"]["deep_meta"]
-    assert o.status == "refused" and o.score == 0 and "nested too deeply" in o.reason, o.reason
-    assert graded["csv1"]["deep_meta"]["score"] == "0"
+    assert o.status == "refused" and math.isnan(o.score) and "nested too deeply" in o.reason, o.reason
+    assert graded["csv1"]["deep_meta"]["score"] == ""   # no score in the CSV, none in the gradebook
     assert _gradebook(graded["course"], "deep_meta") is None
 
 
@@ -228,7 +234,7 @@ def test_formula_folder_names_are_escaped_in_the_csv(graded):
     text = (graded["course"].root / "build" / f"grades_{LESSON}.csv").read_text()
     rows = graded["csv1"]
     for name in INJECTIONS:
-        assert rows["'" + name]["score"] == "0" and "not a plain student id" in rows["'" + name]["reason"]
+        assert rows["'" + name]["score"] == "" and "not a plain student id" in rows["'" + name]["reason"]
         assert name not in rows
     for line in text.splitlines():
         assert not line.startswith(("=", "+", "-", "@", "\t", "\r")), line
@@ -270,7 +276,7 @@ def test_stopped_merge_changes_nothing_then_merge_records_the_new_score(graded, 
     assert rows["resubmits"]["score"] == "14" and rows["honest"]["score"] == "14"
     for student in MALFORMED:
         assert rows[student]["score"] == "14" and "malformed nbgrader metadata" in rows[student]["reason"]
-    assert rows["'=1+1"]["score"] == "0"
+    assert rows["'=1+1"]["score"] == ""
     assert _gradebook(course, "fake_time")[1] == graded["book1"]["fake_time"][1]   # same files: same time
 
 

@@ -17,7 +17,7 @@ import pytest
 from scratch_course import kernel_judged, scratch_course
 
 from course_tools import paths
-from course_tools.grading import execute, feedback, integrity, kernel as kernel_mod, sandbox, segments, submission
+from course_tools.grading import execute, feedback, kernel as kernel_mod, sandbox, segments, submission
 from course_tools.grading import CourseDir, grade_lesson, release
 from course_tools.paths import NOTEBOOKS
 from course_tools.grading.sandbox import Limits
@@ -232,10 +232,11 @@ def test_each_submission_gets_its_score_and_a_plain_reason(graded, student):
     assert any(w in outcome.reason for w in ((words,) if isinstance(words, str) else words)), (student, outcome.reasons)
     assert "grader error" not in outcome.reason
     earned = FULL - sum(POINTS[e] for e in zeroed)
-    assert outcome.score <= earned, (student, outcome.score, outcome.reasons)  # nothing unearned
-    if student in REFUSED:  # nothing to run: no gradebook entry, no graded notebook
-        assert outcome.score == 0 and student not in _submitted_students(graded["course"])
+    if student in REFUSED:  # nothing to run: no score (NaN), no gradebook entry, no graded notebook
+        assert outcome.status == "refused" and outcome.score != outcome.score
+        assert student not in _submitted_students(graded["course"])
         return
+    assert outcome.score <= earned, (student, outcome.score, outcome.reasons)  # nothing unearned
     autograded = nbformat.read(str(graded["course"].root / "autograded" / student / LESSON / "exercises.ipynb"),
                                as_version=4)
     for cell, (got, top) in _cell_scores(graded["course"], student).items():
@@ -310,16 +311,6 @@ def test_restore_test_cells_puts_back_edited_and_deleted_cells():
     assert _cell(restored, "ex2_visible").source == _cell(source, "ex2_visible").source
     assert "invented" not in ids
     assert "ex2_visible (edited)" in notes[0] and "ex4_hidden (deleted)" in notes[0]
-
-
-def test_guarded_test_defines_the_checks_inside_the_cell():
-    code = integrity.guarded_test("check_equal('x', 1, 2)", "abc", canary=False)
-    namespace = {"check_equal": lambda *a, **k: None}
-    with pytest.raises(AssertionError, match="x: expected 2, got 1"):
-        exec(code, namespace)  # noqa: S102 - the grader's own code
-    exec(integrity.guarded_test("check_equal('x', 1, 1)", "abc", canary=False), {})  # noqa: S102
-    with pytest.raises(AssertionError):  # the canary fails even when the test passes
-        exec(integrity.guarded_test("check_equal('x', 1, 1)", "abc", canary=True), {})  # noqa: S102
 
 
 def test_sandbox_command_cuts_the_network_and_binds_only_what_it_needs(tmp_path):
@@ -407,28 +398,6 @@ def test_split_hidden_parts_of_a_test_cell():
     assert segments.visible_part(source) == visible
     nested = "for i in range(2):\n    x = i\n    ### BEGIN HIDDEN TESTS\n    y = i\n    ### END HIDDEN TESTS\n"
     assert segments.split_hidden(nested) == ("", nested)  # not at the top level: all of it is hidden
-
-
-@needs_bwrap
-def test_fingerprint_ignores_library_rebinding_but_sees_tampering(tmp_path):
-    folder = tmp_path / "work"
-    folder.mkdir()
-    kernel = kernel_mod.SandboxKernel(folder, LIMITS, slot=7)
-    if kernel.uid is not None:
-        os.chown(folder, kernel.uid, kernel.uid)
-    kernel.start()
-    try:
-        base = execute._stdout(kernel.execute(integrity.FINGERPRINT, 60))
-        legit = ("import torch\nm = torch.nn.Linear(3, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
-                 "m(torch.randn(4, 3)).sum().backward()\nopt.step()\n")  # imports torch._dynamo
-        assert kernel.execute(legit, 60).status == "ok"
-        assert integrity.fingerprint_changes(base, execute._stdout(kernel.execute(integrity.FINGERPRINT, 60))) == []
-        kernel.execute("import math, torch\nmath.isclose = lambda *a, **k: True\n"
-                       "torch.Tensor.__eq__ = lambda a, b: True\n", 30)
-        changed = integrity.fingerprint_changes(base, execute._stdout(kernel.execute(integrity.FINGERPRINT, 60)))
-        assert changed == ["math.isclose", "torch.Tensor.__eq__"]
-    finally:
-        kernel.close()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="sandbox users exist only when the grader runs as root")

@@ -113,11 +113,12 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
         outcome.score = sum(outcome.cells.values())
         if ctx["feedback"]:
             total = (outcome.score, ctx["max_score"])
-            notes = outcome.reasons[:len(outcome.reasons) - len(ex.notes) + ex.shown_notes]
+            notes = outcome.reasons
             fb = feedback_notebook(nb, ex, scores, total, notes, ctx["release_nb"])
             (ctx["out"] / "feedback" / f"{student}.html").write_text(render_html(fb, local_mathjax_url()))
-    except SubmissionProblem as exc:  # refused, or not a notebook: 0 points, the reason says why
-        outcome.status, outcome.reasons, outcome.score = "refused", [*outcome.reasons, str(exc)], 0.0
+    except SubmissionProblem as exc:  # refused, or not a notebook: no score (CSV and gradebook), the reason says why
+        outcome.status, outcome.reasons, outcome.score = "refused", [*outcome.reasons, str(exc)], float("nan")
+        outcome.cells = {}
     except Stopped:
         raise
     except Exception as exc:  # noqa: BLE001 - the grader's own fault for this student, recorded
@@ -149,7 +150,13 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     index, count = shard
     if sandbox and not bubblewrap():
         raise SandboxUnavailable(why_no_sandbox())
-    refused, intake_notes = import_submissions(course, lesson, Path(submissions)) if submissions else ({}, {})
+    if submissions:
+        try:
+            refused, intake_notes, taken = import_submissions(course, lesson, Path(submissions))
+        except SubmissionProblem as exc:  # not a folder of student folders: bad input, nothing graded
+            raise GradingError(str(exc)) from None
+    else:
+        refused, intake_notes, taken = {}, {}, None
     ensure_assignment(course, lesson)
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
     release_nb = nbformat.read(str(course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
@@ -162,10 +169,18 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         shutil.rmtree(out)
     (out / "graded").mkdir(parents=True)
     (out / "feedback").mkdir()
-    for name in _students(course, lesson):  # put there by hand rather than by --submissions
-        if not STUDENT_NAME.fullmatch(name):
-            refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
-    everyone = sorted({n for n in _students(course, lesson) if STUDENT_NAME.fullmatch(n)} | set(refused))
+    if taken is None:  # the class in submitted/ (nbgrader collect, or earlier --submissions runs)
+        for name in _students(course, lesson):  # put there by hand rather than by --submissions
+            if not STUDENT_NAME.fullmatch(name):
+                refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+        everyone = sorted({n for n in _students(course, lesson) if STUDENT_NAME.fullmatch(n)} | set(refused))
+    else:  # exactly the students of that folder: others in submitted/ keep what they have
+        everyone = sorted(set(taken) | set(refused))
+        others = len({n for n in _students(course, lesson) if STUDENT_NAME.fullmatch(n)} - set(everyone))
+        if progress:
+            print(f"course grade {lesson}: {len(everyone)} student(s) from {submissions}"
+                  + (f"; {others} other(s) in submitted/ not graded (their grades are kept)" if others else ""),
+                  file=sys.stderr, flush=True)
     mine = [s for i, s in enumerate(everyone) if i % count == index]
     cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
     max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
@@ -197,17 +212,11 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
             finally:
                 shutil.rmtree(ref_dir, ignore_errors=True)
 
-        plan, note = lesson_plan(course.root, lesson, source_nb, release_nb, reference)
-        in_kernel = [gid for gid, where in plan.items() if where != "checker"]
-        if in_kernel:  # the instructor's to fix: the verdicts of these cells can be rewritten by students
-            print(f"course grade {lesson}: warning: test cells {', '.join(in_kernel)} are judged in the students' "
-                  f"kernels, where student code can change the verdict, because the reference solution fails them "
-                  f"in the trusted checker{' (' + note + ')' if note else ''}; make them pass plain data to the "
-                  "student's functions, or wrap what needs the kernel in @in_student_kernel", file=sys.stderr, flush=True)
+        plan = lesson_plan(course.root, lesson, source_nb, release_nb, reference)  # refuses a failing reference
         ctx["facts"] = lesson_facts(source_nb, plan)
         for s in mine:
             if s in refused:
-                done[s] = Outcome(s, status="refused", reasons=[refused[s]], max_score=max_score)
+                done[s] = Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=max_score)
         slots = list(range(min(max(1, workers), SLOTS)))  # each slot has its own sandbox users
         lock = threading.Lock()
 

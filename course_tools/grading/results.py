@@ -4,8 +4,11 @@ every shard of one run and writes, per student, the gradebook entry (nbgrader's 
 ``SaveAutoGrades``, so manual grades survive), ``autograded/<student>/<lesson>/``,
 ``feedback/<student>/<lesson>/exercises.html``, and then one CSV for the class.
 
-A student whose submission was refused or could not be graded has no gradebook entry for the
-lesson afterwards (an earlier score is removed, never shown as new). Nothing is half written:
+A student whose new submission was refused (not a notebook, a link, a missing or renamed
+file, ...) has no score afterwards, in the gradebook (an earlier score is removed, never shown
+as new) or in the CSV, whose reason says why. A student the grader could not grade (its own
+fault, or it was stopped) keeps whatever the gradebook held: the CSV shows no score and says
+which one the gradebook keeps. A score in the CSV is always the one the gradebook holds. Nothing is half written:
 the gradebook is updated in a copy (the live one locked against other writers meanwhile) that
 replaces it in one rename, and the CSV is written to a temporary file renamed in place. A
 student whose grades the gradebook refuses gets a grader error in their row, the others are
@@ -118,6 +121,18 @@ def drop_grades(course: CourseDir, lesson: str, student: str) -> None:
             pass
 
 
+def earlier_score(course: CourseDir, lesson: str, student: str) -> tuple[float, str] | None:
+    """(score, submission time) the gradebook holds for the student's lesson, or None."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    with Gradebook(course.db_url) as gb:
+        try:
+            sub = gb.find_submission(lesson, student)
+        except MissingEntry:
+            return None
+        return float(sub.score), f"{sub.timestamp:%Y-%m-%d %H:%M} UTC" if sub.timestamp else "at an unknown time"
+
+
 def read_scores(course: CourseDir, lesson: str, student: str) -> tuple[float, float, dict]:
     """(score, max score, {grade_id: points}) from the gradebook (manual grades included)."""
     from nbgrader.api import Gradebook
@@ -204,7 +219,7 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
             if pending:
                 raise _Stopped()
             if not STUDENT_NAME.fullmatch(o.student):  # a refused folder with an odd name: never in the gradebook
-                o.score = 0.0 if o.status == "refused" else o.score
+                o.score, o.cells = (float("nan"), {}) if o.status == "refused" else (o.score, o.cells)
                 continue
             graded = folder / "graded" / f"{o.student}.ipynb"
             if o.status == "graded" and graded.exists():
@@ -216,10 +231,17 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
                 except Exception as exc:  # noqa: BLE001 - this student's row says so; the others are recorded
                     o.status, o.score, o.cells = "error", float("nan"), {}
                     o.reasons.append(f"grader error: the gradebook refused the grades ({type(exc).__name__}: "
-                                     f"{' '.join(str(exc).split())[:200]})")
-            drop_grades(copy, lesson, o.student)
-            if o.status == "refused":
-                o.score = 0.0
+                                     f"{' '.join(str(exc).split())[:200]}); it holds no score for this lesson")
+                    drop_grades(copy, lesson, o.student)  # whatever half of it was written goes
+                    continue
+            if o.status == "refused":  # the new submission has no score: nor has the gradebook
+                drop_grades(copy, lesson, o.student)
+                o.score, o.cells = float("nan"), {}
+            else:  # not graded, for the grader's reason: an earlier score stays, and the row says so
+                o.score, o.cells = float("nan"), {}
+                kept = earlier_score(copy, lesson, o.student)
+                o.reasons.append(f"the gradebook keeps the earlier score {kept[0]:g} (submitted {kept[1]})" if kept
+                                 else "the gradebook holds no score for this lesson")
         if pending:
             raise _Stopped()
         mode = os.stat(live)
@@ -237,8 +259,8 @@ def _copy_pages(course: CourseDir, lesson: str, entries: list) -> list[str]:
     (an old page is removed); the students whose files could not be written (their rows say so)."""
     unwritten = []
     for o, folder in entries:
-        if not STUDENT_NAME.fullmatch(o.student):
-            continue
+        if not STUDENT_NAME.fullmatch(o.student) or o.status == "error":
+            continue  # not graded this time: the pages of the score the gradebook keeps stay
         try:
             graded = folder / "graded" / f"{o.student}.ipynb"
             if o.status == "graded" and graded.exists():
@@ -258,10 +280,24 @@ def _copy_pages(course: CourseDir, lesson: str, entries: list) -> list[str]:
                     kept = course.root / "submitted" / o.student / lesson / name
                     if kept.is_file() and not kept.is_symlink() and kept.stat().st_size < 4096:
                         shutil.copyfile(kept, target / name, follow_symlinks=False)
+                _feedback_release_files(target, o)
         except OSError as exc:
             unwritten.append(o.student)
             o.reasons.append(f"grader error: graded copy or feedback page not written ({exc.strerror or exc})")
     return unwritten
+
+
+def _feedback_release_files(target: Path, o: Outcome) -> None:
+    """The two files ``nbgrader release_feedback`` reads beside every page, for a student graded
+    from a folder (``--submissions``) rather than the exchange: it stops at the first page without
+    them, and the exchange students after it got no feedback. Such a student never submitted
+    through the exchange, so no secret of theirs exists: a fresh random one files the page under
+    a name no one can fetch (hand these students their page yourself)."""
+    if not (target / "timestamp.txt").exists():
+        (target / "timestamp.txt").write_text(o.timestamp.replace("T", " ") + " UTC" if o.timestamp else
+                                              "1970-01-01 00:00:00.000000 UTC")
+    if not (target / "submission_secret.txt").exists():
+        (target / "submission_secret.txt").write_text(os.urandom(16).hex())
 
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")

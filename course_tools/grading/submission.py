@@ -354,14 +354,17 @@ def _same_files(src: Path, files, target: Path) -> bool:
         _read_regular(src / rel, size + 1) == _read_regular(target / rel, size + 1) for rel, size in files)
 
 
-def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
     """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/ after
     inspecting it, with a ``timestamp.txt`` of the grader's: now, or the time of the earlier
     copy when the files have not changed since (a student's own timestamp.txt is not copied).
     Returns ({student: reason} for every folder refused (nothing of it is copied, and an
     earlier copy of that student's lesson is removed so it is not graded as new),
-    {student: [notes]} for the students whose timestamp.txt was ignored)."""
-    refused, notes = {}, {}
+    {student: [notes]} for the students whose timestamp.txt was ignored, [the students copied]).
+    SubmissionProblem when ``submissions`` is not a folder of student folders (a notebook, or
+    one student's folder)."""
+    refused, notes, taken = {}, {}, []
+    folder_problem(submissions)
     for student_dir in sorted(Path(submissions).iterdir()):
         name = student_dir.name
         if name.startswith("."):
@@ -392,10 +395,28 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
                 notes[name] = [f"the submission's own timestamp.txt ({claimed:%Y-%m-%d %H:%M}) was ignored: the "
                                "submission time is when the grader took it in" if claimed else
                                "timestamp.txt is not a date and was ignored"]
+            taken.append(name)
         except SubmissionProblem as exc:
             _remove(course, name, lesson)
             refused[name] = str(exc)
-    return refused, notes
+    return refused, notes, taken
+
+
+def folder_problem(submissions: Path) -> None:
+    """SubmissionProblem, in plain words, when ``submissions`` is not a folder of student
+    folders: missing, a file (a lone notebook), or one student's folder (a notebook directly
+    inside it)."""
+    path = Path(submissions)
+    if not path.exists():
+        raise SubmissionProblem(f"--submissions {path}: no such folder (it should hold one folder per student, "
+                                "each with exercises.ipynb)")
+    if not path.is_dir():
+        raise SubmissionProblem(f"--submissions {path} is a file, not a folder: give the folder that holds one "
+                                "folder per student (DIR/<student>/exercises.ipynb)")
+    notebooks = sorted(p.name for p in path.iterdir() if p.name.endswith(".ipynb"))
+    if notebooks:
+        raise SubmissionProblem(f"--submissions {path} holds {notebooks[0]} itself, as one student's folder does: "
+                                "give the folder above it, with one folder per student (DIR/<student>/exercises.ipynb)")
 
 
 def _remove(course: CourseDir, student: str, lesson: str) -> None:

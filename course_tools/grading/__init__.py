@@ -3,11 +3,12 @@
 1. ``nbgrader_course``: the course directory; release and the build's round trip through nbgrader.
 2. ``submission``: intake: regular files with plain names only (anything else refused with the
    reason, nothing copied), read the notebook, restore the test cells from the source.
-3. ``sandbox`` and ``kernel``: bubblewrap, rlimits, systemd scopes or the watchdog around the two
-   processes of each submission: the student's kernel and the trusted ``checker``.
-4. ``plan``: per lesson, which test cells the trusted checker judges (plain data through ``wire``)
-   and which run in the student's kernel under the guards of ``integrity``.
-5. ``execute``: run one submission: student cells in its kernel, test cells where the plan says.
+3. ``sandbox``, ``cpu_share`` and ``kernel``: bubblewrap, rlimits, systemd scopes or CPU cgroups
+   and the watchdog around the two processes of each submission: the student's kernel and the
+   trusted ``checker``.
+4. ``plan``: per lesson, the one judge checked: the reference solution must pass every test cell
+   in the trusted checker (plain data through ``wire``), or the lesson is refused.
+5. ``execute``: run one submission: student cells in its kernel, every test cell in the checker.
 6. ``feedback``: the student's HTML page, built only from what may be shown.
 7. ``results``: per shard, outcomes; the merge writes the gradebook and one CSV.
 8. ``grade``: the whole ``course grade`` command.

@@ -1,19 +1,14 @@
-"""Step 5 of grading: run one submission. The student's cells run in the sandboxed kernel; test
-cells are judged where the lesson's plan (``plan``) says:
-
-* ``checker`` (the default, and every test cell of the course's lessons): the trusted checker runs the test cell; the
-  student's names reach it only as plain data, as proxy calls (``wire``), or, for Numba CUDA
-  kernels, as source that the checker checks and compiles itself (``kernel_source``). The
-  visible part runs in notebook order; the hidden part runs after the whole notebook, so hidden
-  arguments reach the student's kernel only when nothing it prints can reach the feedback any
-  more (if the checker was restarted since, the visible part runs again first).
-  What a test must do in the student's kernel (patch a module around a student's function,
-  pass it a callable or a model) it does in an ``@in_student_kernel`` function (a probe,
-  ``course_lib.checks.probe``) whose plain-data result comes back to the checker.
-* ``kernel`` (the fallback for a test cell whose reference solution fails in the checker;
-  ``course grade`` warns when one appears): the test cell runs in the student's kernel, guarded
-  as in ``integrity``. Once a hidden test has run there, later output of that kernel is
-  withheld from the feedback.
+"""Step 5 of grading: run one submission. The student's cells run in the sandboxed kernel; every
+test cell is judged by the trusted checker (``plan`` refuses a lesson whose reference solution
+misses a point there, so there is no other judge): the student's names reach it only as plain
+data, as proxy calls (``wire``), or, for Numba CUDA and Triton kernels, as source that the
+checker checks and compiles itself (``kernel_source``, ``triton_source``). The visible part of a
+test cell runs in notebook order; the hidden part runs after the whole notebook, so hidden
+arguments reach the student's kernel only when nothing it prints can reach the feedback any more
+(if the checker was restarted since, the visible part runs again first). What a test must do in
+the student's kernel (patch a module around a student's function, pass it a callable or a
+model) it does in an ``@in_student_kernel`` function (a probe, ``course_lib.checks.probe``)
+whose plain-data result comes back to the checker.
 
 Never raises for anything the student's code does: every failure is a failed test with a
 reason in plain words.
@@ -29,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
-from .integrity import FINGERPRINT, RESET_MACHINERY, fingerprint_changes, guarded_test
 from .kernel import CheckerProcess, SandboxKernel
 from .sandbox import Limits
 from .segments import split_hidden
@@ -38,7 +32,6 @@ from .submission import _nb_meta, is_test_cell
 SIGNALS = {6: "aborted (SIGABRT)", 7: "bus error (SIGBUS)", 9: "killed (SIGKILL, often the memory limit)",
            11: "segmentation fault (SIGSEGV)", 24: "CPU time limit reached (SIGXCPU)",
            25: "file size limit reached (SIGXFSZ)"}
-WITHHELD = "[output withheld: this ran after hidden tests had reached the kernel]\n"
 _WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines() if not ln.startswith("from __future__"))
 HELPERS = (f"import types as _t\n_course_wire = _t.ModuleType('_course_wire')\n"
            f"exec(compile({(_WIRE_SOURCE + wire.KERNEL_HELPERS)!r}, '<course helpers>', 'exec'), _course_wire.__dict__)\n"
@@ -51,7 +44,6 @@ class Verdict:
 
     passed: bool
     outputs: list = field(default_factory=list)
-    mode: str = "checker"
 
 
 @dataclass
@@ -59,7 +51,6 @@ class Execution:
     notes: list = field(default_factory=list)
     verdicts: dict = field(default_factory=dict)    # grade_id -> Verdict
     outputs: dict = field(default_factory=dict)     # index of a non-test code cell -> outputs
-    shown_notes: int = 10**6                        # notes written before hidden data reached the kernel
 
 
 def _stdout(run) -> str:
@@ -221,46 +212,19 @@ def _checker_outputs(reply: dict) -> list:
     return outputs
 
 
-def _kernel_test(r: Runner, cell, gid: str, number: int, timeout: float, state: dict, ex: Execution):
-    """A test cell run in the student's kernel, guarded (``integrity``); returns the CellRun."""
-    if state["tampered"]:
-        return None
-    r.kernel.execute(RESET_MACHINERY, timeout=min(10, timeout))
-    changed = fingerprint_changes(state["baseline"], _stdout(r.kernel.execute(FINGERPRINT, timeout)))
-    if changed:
-        state["tampered"] = True
-        ex.notes.append(f"integrity check failed at test cell {gid} (cell {number}): the code replaced functions "
-                        f"that tests rely on ({', '.join(changed[:5])}); this and later in-kernel test cells score 0")
-        return None
-    canary = r.kernel.execute(guarded_test(cell.source, state["token"], canary=True), timeout)
-    if canary.status == "ok":
-        state["tampered"] = True
-        ex.notes.append(f"integrity check failed at test cell {gid} (cell {number}): the kernel reported a test "
-                        "that must fail as passed; this and later in-kernel test cells score 0")
-        return None
-    if canary.status in ("timeout", "died"):
-        return canary
-    return r.kernel.execute(guarded_test(cell.source, state["token"], canary=False), timeout)
-
-
 def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int = 0, sandbox: bool = True,
                        scratch: Path | None = None) -> Execution:
     """Run a restored notebook as described in the module docstring. ``lesson`` holds the
-    plan ({grade_id: "checker" | "kernel"}), the solution cells' names and the setup cells
-    (``plan.lesson_facts``)."""
+    solution cells' names, the setup cells and the test cells' positions (``plan.lesson_facts``)."""
     ex = Execution()
     r = Runner(folder, limits, lesson, slot, sandbox, scratch)
     deadline = time.monotonic() + limits.notebook_seconds
-    plan = lesson["plan"]
-    state = {"tampered": False, "token": secrets.token_hex(6), "baseline": ""}
-    exposed, hidden = False, []
+    hidden = []
     try:
         r.start_checker(wait=False)  # before any student code; both start at once
         r.kernel.start()
         r.checker.wait_ready()
         r.kernel.execute(HELPERS, limits.cell_seconds, keep=False)
-        if "kernel" in plan.values():
-            state["baseline"] = _stdout(r.kernel.execute(FINGERPRINT, limits.cell_seconds * 2))
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
@@ -271,7 +235,7 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                                 "the remaining cells did not run")
                 break
             timeout = min(limits.cell_seconds, left)
-            if gid and plan.get(gid, "checker") == "checker":
+            if gid:
                 visible, secret = split_hidden(cell.source)
                 r.run_setup(lesson["position"].get(gid, 0), deadline)
                 r.where = f"cell {number} (test {gid})"
@@ -283,51 +247,27 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                 if secret:
                     hidden.append((gid, secret, visible, generation if r.generation == generation else None))
                 continue
-            if gid:
-                r.kinds = None
-                run = _kernel_test(r, cell, gid, number, timeout, state, ex)
-                if run is None:
-                    ex.verdicts[gid] = Verdict(False, [_error_output("IntegrityError", "not graded: the kernel was tampered with")], "kernel")
-                    continue
-                if not exposed and "BEGIN HIDDEN TESTS" in cell.source:
-                    exposed, ex.shown_notes = True, len(ex.notes)
-            else:
-                r.kinds = None
-                run = r.kernel.execute(cell.source, timeout)
+            r.kinds = None
+            run = r.kernel.execute(cell.source, timeout)
             note = _describe_failure(run, number, limits, r.kernel.limit_hit)
             if note:
                 ex.notes.append(note)
             if run.truncated:
                 ex.notes.append(f"output of cell {number} cut (limits: {limits.output_bytes} bytes per cell, "
                                 f"{limits.notebook_output_bytes} per notebook)")
-            if gid:
-                failed = run.status != "ok"
-                if exposed:  # the kernel has seen hidden tests: what it prints may quote them
-                    shown = [_error_output("TestFailed", "a test in this cell failed (details withheld: hidden "
-                                           "tests had reached the kernel)")] if failed else [
-                        {"output_type": "stream", "name": "stdout", "text": "tests in this cell: passed\n"}]
-                else:
-                    shown = [o for o in run.outputs if o["output_type"] == "stream" and o["name"] == "stdout"]
-                    if failed:
-                        shown.append(_error_output(run.ename or "TestFailed", run.evalue or note or "the test did not pass"))
-                ex.verdicts[gid] = Verdict(not failed, shown, "kernel")
-            else:
-                outputs = list(run.outputs)
-                if run.status in ("timeout", "died"):
-                    outputs.append(_error_output("SandboxLimit", note or "stopped"))
-                ex.outputs[index] = [{"output_type": "stream", "name": "stdout", "text": WITHHELD}] if exposed else outputs
-                if run.status == "ok":
-                    r.replay.append(cell.source)
+            outputs = list(run.outputs)
+            if run.status in ("timeout", "died"):
+                outputs.append(_error_output("SandboxLimit", note or "stopped"))
+            ex.outputs[index] = outputs
+            if run.status == "ok":
+                r.replay.append(cell.source)
             if run.status in ("timeout", "died"):
                 if run.status == "timeout":
                     r.kernel.interrupt()
                     if r.kernel.alive() and r.kernel.execute("pass", timeout=3).status == "ok":
                         continue  # the interrupt stopped it; the kernel lives on
                 r.restart_kernel(deadline)
-                if "kernel" in plan.values():
-                    state["baseline"] = _stdout(r.kernel.execute(FINGERPRINT, limits.cell_seconds * 2))
                 ex.notes.append(f"the kernel was restarted after cell {number} and the earlier cells run again")
-        ex.shown_notes = min(ex.shown_notes, len(ex.notes))
         for gid, secret, visible, generation in hidden:  # after the whole notebook: nothing printed is shown
             left = deadline - time.monotonic()
             r.where = f"the hidden tests of {gid}"

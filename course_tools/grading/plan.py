@@ -1,16 +1,10 @@
-"""Step 4 of grading: where each test cell of a lesson is judged (the plan), decided once per
-lesson by grading its reference solution.
-
-A test cell is judged by the trusted checker when the reference solution passes it there: its
-checks then need nothing from the student's kernel but plain data, Numba CUDA kernels (those
-cross as source and are rebuilt in the checker, ``kernel_source``) and the plain results of its
-``@in_student_kernel`` probes. Every other test cell (the lesson's author has left it needing
-the student's own objects) is judged in the student's kernel, guarded, and ``course grade``
-warns about it; every lesson of the course is judged wholly in the checker. The plan is
-checked with a second reference run when it mixes the two; if the reference then misses a
-point, every cell of the lesson is judged in the kernel and the plan says why. The result is
-cached in ``build/grading/<lesson>/plan.json``, keyed by a hash of the notebooks and the code
-that grades them.
+"""Step 4 of grading: the lesson's one judge, checked once per lesson. Every test cell is judged
+by the trusted checker; before any student is graded, the lesson's reference solution is graded
+there, and a lesson whose reference misses a point is refused (one line naming the cells: the
+instructor's to fix, e.g. by passing plain data to the student's functions or wrapping what needs
+the student's kernel in ``@in_student_kernel``). A passing check is cached in
+``build/grading/<lesson>/plan.json``, keyed by a hash of the notebooks and the code that grades
+them; the file also records where each cell is judged (always ``checker``).
 """
 from __future__ import annotations
 
@@ -83,32 +77,35 @@ def fingerprint(source_nb, release_nb) -> str:
     return digest.hexdigest()
 
 
-def lesson_plan(root: Path, lesson: str, source_nb, release_nb, run_reference) -> tuple[dict, str]:
-    """({grade_id: "checker" | "kernel"}, a note for the grader or ""). ``run_reference(facts)``
-    grades the reference solution with those facts and returns its Execution."""
+def lesson_plan(root: Path, lesson: str, source_nb, release_nb, run_reference) -> dict:
+    """{grade_id: "checker"} once the reference solution passes every test cell in the checker
+    (``run_reference(facts)`` grades it and returns its Execution); raises ``GradingError``
+    naming the cells it misses otherwise."""
+    from .nbgrader_course import GradingError
+
     cache = root / "build" / "grading" / lesson / "plan.json"
     key = fingerprint(source_nb, release_nb)
     try:
         saved = json.loads(cache.read_text())
         if saved.get("key") == key:
-            return saved["plan"], saved.get("note", "")
+            return saved["plan"]
     except (OSError, ValueError, KeyError):
         pass
     gids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
-    first = run_reference(lesson_facts(source_nb, {g: "checker" for g in gids}))
-    plan = {g: "checker" if first.verdicts.get(g) and first.verdicts[g].passed else "kernel" for g in gids}
-    note = ""
-    if "kernel" in plan.values() and "checker" in plan.values():
-        second = run_reference(lesson_facts(source_nb, plan))
-        if not all(second.verdicts.get(g) and second.verdicts[g].passed for g in gids):
-            missed = [g for g in gids if not (second.verdicts.get(g) and second.verdicts[g].passed)]
-            plan = {g: "kernel" for g in gids}
-            note = f"the reference missed {', '.join(missed)} with a mixed plan; every test cell runs in the kernel"
+    plan = {g: "checker" for g in gids}
+    reference = run_reference(lesson_facts(source_nb, plan))
+    missed = [g for g in gids if not (reference.verdicts.get(g) and reference.verdicts[g].passed)]
+    if missed:
+        why = "; ".join(reference.notes[:2])
+        raise GradingError(f"the reference solution of {lesson} fails test cell(s) {', '.join(missed)} in the trusted "
+                           f"checker{' (' + why + ')' if why else ''}, so no student is graded: every test cell must "
+                           "pass for the reference (pass plain data to the student's functions, or wrap what needs "
+                           "the student's kernel in @in_student_kernel)")
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_name(f"plan.{os.getpid()}.{os.urandom(3).hex()}.tmp")  # shards may write at once
-    tmp.write_text(json.dumps({"key": key, "plan": plan, "note": note}, indent=1))
+    tmp.write_text(json.dumps({"key": key, "plan": plan, "note": ""}, indent=1))
     tmp.replace(cache)
-    return plan, note
+    return plan
 
 
 def reference_notebook(source_nb, release_nb):

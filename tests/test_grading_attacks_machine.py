@@ -7,7 +7,6 @@ with a clean channel, and an endless line is cut off instead of read quadratical
 Skipped where bubblewrap cannot run.
 """
 import copy
-import os
 import resource
 import shutil
 import subprocess
@@ -20,7 +19,7 @@ import pytest
 from scratch_course import scratch_course
 
 from course_tools.grading import grade_lesson
-from course_tools.grading import kernel as kernel_mod
+from course_tools.grading import checker_process, sandboxed_process
 from course_tools.grading import cpu_share, sandbox
 from course_tools.grading.sandbox import Limits
 
@@ -94,7 +93,7 @@ def test_huge_iopub_messages_are_not_held_by_the_grader(graded):
 def test_a_restarted_checker_starts_with_a_clean_channel(tmp_path):
     """A partial line left by the last checker (killed mid-reply) must not be glued to the new
     checker's first line (that was 'grader error: JSONDecodeError')."""
-    checker = kernel_mod.CheckerProcess(LIMITS, slot=11, sandbox=False, scratch=tmp_path)
+    checker = checker_process.CheckerProcess(LIMITS, slot=11, sandbox=False, scratch=tmp_path)
     checker.buffer = bytearray(b'{"op": "done", "stdout": "xxxx')
     try:
         checker.start()   # wait_ready: the first line must be the new checker's "ready"
@@ -106,8 +105,8 @@ def test_a_restarted_checker_starts_with_a_clean_channel(tmp_path):
 def test_an_endless_line_from_the_checker_is_cut_off(tmp_path, monkeypatch):
     """A line longer than MAX_REPLY_BYTES (bytes) ends the sender and reads as no reply, in time
     linear in what was read."""
-    monkeypatch.setattr(kernel_mod, "MAX_REPLY_BYTES", 8 * 2**20)
-    checker = kernel_mod.CheckerProcess(LIMITS, slot=11, sandbox=False, scratch=tmp_path)
+    monkeypatch.setattr(checker_process, "MAX_REPLY_BYTES", 8 * 2**20)
+    checker = checker_process.CheckerProcess(LIMITS, slot=11, sandbox=False, scratch=tmp_path)
     checker.proc = subprocess.Popen(
         [sys.executable, "-c", "import os\nwhile True:\n    os.write(1, b'y' * 65536)\n"],
         stdout=subprocess.PIPE, start_new_session=True)
@@ -143,15 +142,15 @@ def test_a_student_who_forks_busy_processes_takes_no_cpu_from_the_one_beside(tmp
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     in_group = []   # processes in a sandbox's CPU group when the grader stops it
-    stop = kernel_mod._Box.stop
+    stop = sandboxed_process.SandboxedProcess.stop
 
     def counting_stop(self):
         if self.cpu is not None and self.alive():
             in_group.append(len(self.cpu.pids()))
         stop(self)
 
-    monkeypatch.setattr(kernel_mod._Box, "stop", counting_stop)
-    monkeypatch.setattr(kernel_mod._Box, "close", counting_stop)
+    monkeypatch.setattr(sandboxed_process.SandboxedProcess, "stop", counting_stop)
+    monkeypatch.setattr(sandboxed_process.SandboxedProcess, "close", counting_stop)
     limits = Limits(**{**LIMITS.__dict__, "processes": 400})
     outcomes = {o.student: o for o in grade_lesson(source / LESSON, course=course, submissions=incoming,
                                                    workers=2, limits=limits, progress=False)}

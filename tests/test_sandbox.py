@@ -17,7 +17,8 @@ import pytest
 from scratch_course import kernel_judged, scratch_course
 
 from course_tools import paths
-from course_tools.grading import execute, feedback, kernel as kernel_mod, sandbox, segments, submission
+from course_tools.grading import feedback, sandbox, segments, submission
+from course_tools.grading.student_kernel import SandboxKernel
 from course_tools.grading import CourseDir, grade_lesson, release
 from course_tools.paths import NOTEBOOKS
 from course_tools.grading.sandbox import Limits
@@ -433,7 +434,7 @@ def test_a_kernel_starts_although_its_slots_last_sandbox_left_processes_behind(t
     limits = Limits(memory_bytes=2**30, cpu_seconds=60, processes=64, cell_seconds=12, notebook_seconds=60)
     folder = tmp_path / "work"
     folder.mkdir()
-    kernel = kernel_mod.SandboxKernel(folder, limits, slot=9)
+    kernel = SandboxKernel(folder, limits, slot=9)
     os.chown(folder, kernel.uid, kernel.uid)
     leftovers = [subprocess.Popen(["sleep", "120"], user=kernel.uid, group=kernel.uid)
                  for _ in range(limits.processes)]

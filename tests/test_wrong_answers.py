@@ -28,7 +28,7 @@ import torch
 
 from course_tools.grading.submission import is_test_cell
 from course_tools.paths import lesson_dirs
-from course_tools.grading.kernel import SandboxKernel
+from course_tools.grading.student_kernel import SandboxKernel
 from course_tools.grading.sandbox import Limits
 
 FIXTURES = Path(__file__).parent / "wrong_answers"

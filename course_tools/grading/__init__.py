@@ -3,9 +3,10 @@
 1. ``nbgrader_course``: the course directory; release and the build's round trip through nbgrader.
 2. ``submission``: intake: regular files with plain names only (anything else refused with the
    reason, nothing copied), read the notebook, restore the test cells from the source.
-3. ``sandbox``, ``cpu_share`` and ``kernel``: bubblewrap, rlimits, systemd scopes or CPU cgroups
-   and the watchdog around the two processes of each submission: the student's kernel and the
-   trusted ``checker``.
+3. ``sandbox``, ``cpu_share`` and ``sandboxed_process``: bubblewrap, rlimits, systemd scopes or
+   CPU cgroups and the watchdog around the two processes of each submission,
+   ``student_kernel`` (the student's IPython kernel) and ``checker_process`` (the trusted
+   ``checker``).
 4. ``plan``: per lesson, the one judge checked: the reference solution must pass every test cell
    in the trusted checker (plain data through ``wire``), or the lesson is refused.
 5. ``execute``: run one submission: student cells in its kernel, every test cell in the checker.

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
-from .kernel import CheckerProcess, SandboxKernel
+from .checker_process import CheckerProcess
+from .student_kernel import SandboxKernel
 from .sandbox import Limits
 from .segments import split_hidden
 from .submission import _nb_meta, is_test_cell

@@ -26,7 +26,7 @@ import nbformat
 from tqdm import tqdm
 
 from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
-from . import kernel as kernel_mod
+from . import sandboxed_process
 from .execute import Execution, Verdict, _error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html, safe_outputs
 from .nbgrader_course import CourseDir, GradingError, ensure_assignment
@@ -193,11 +193,11 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     if threading.current_thread() is threading.main_thread():
         def on_signal(signum, frame):
             stop.set()
-            kernel_mod.kill_all()  # the running students' kernels end now; their results are dropped
+            sandboxed_process.kill_all()  # the running students' kernels end now; their results are dropped
             raise Stopped(signal.Signals(signum).name)
         previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
     complete, failure, stopped_by = False, "", None
-    kernel_mod.STOPPING.clear()
+    sandboxed_process.STOPPING.clear()
     try:
         def reference(facts):
             ref_dir, source = scratch / "reference", course.source / lesson
@@ -240,14 +240,14 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
                 f.result()
         complete = True
     except Stopped as exc:
-        kernel_mod.kill_all()
+        sandboxed_process.kill_all()
         stopped_by = signal.Signals[str(exc)]
     except (SandboxUnavailable, GradingError) as exc:  # the grader's own fault: say so in every row
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         stop.set()
-        kernel_mod.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
-        kernel_mod.STOPPING.clear()
+        sandboxed_process.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
+        sandboxed_process.STOPPING.clear()
         for s, handler in previous.items():
             signal.signal(s, handler)
         for s in mine:

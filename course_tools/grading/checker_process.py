@@ -1,0 +1,91 @@
+"""The trusted checker (``checker.py``) in its sandbox, spoken to over pipes: started before
+any student code; its replies read with bounded size in linear time; watched like the student's
+kernel while the grader waits (the student's code runs in its worker processes).
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import time
+from pathlib import Path
+
+from .sandbox import SLOTS, Limits
+from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
+
+MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds values of up to 32 MiB)
+
+
+class CheckerProcess(SandboxedProcess):
+    """The trusted checker (see ``checker``), sandboxed, spoken to over pipes."""
+
+    def __init__(self, limits: Limits, slot: int = 0, sandbox: bool = True, scratch: Path | None = None):
+        super().__init__(limits, slot, sandbox, scratch, uid_offset=SLOTS)
+        self.buffer = bytearray()   # bytes read past the last full line
+        self.scanned = 0            # bytes of ``buffer`` already searched for a newline
+        self.tmp: Path | None = None
+        self.limit_hit = ""         # the sandbox-wide limit the watchdog enforced while waiting
+
+    def _watched(self) -> tuple:
+        return (self.tmp,)
+
+    def start(self, wait: bool = True) -> None:
+        """Start the checker; with ``wait`` False, call :meth:`wait_ready` before using it."""
+        here = Path(__file__).resolve().parent
+        self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
+        tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
+        self.limit_hit = ""
+        command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
+        self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
+        if wait:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        ready = self.receive(self.limits.startup_seconds)
+        if not ready or ready.get("op") != "ready":
+            raise RuntimeError(f"the checker did not start: {self._stderr_end()}")
+
+    def send(self, obj: dict) -> None:
+        self.proc.stdin.write((json.dumps(obj) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def receive(self, timeout: float) -> dict | None:
+        """The next message, or None when none came in ``timeout`` seconds or the checker died.
+        The read costs time linear in the bytes read (each byte is searched for a newline once),
+        and a line longer than :data:`MAX_REPLY_BYTES` bytes stops the checker (None), so no reply
+        holds more than that much of the grader's memory. While it waits, a sandboxed checker is
+        watched as the student's kernel is (the student's code runs in its worker processes):
+        past a sandbox-wide limit it is killed, :attr:`limit_hit` says which, and None returns."""
+        deadline = time.monotonic() + timeout
+        disk_at = time.monotonic() + 1.0
+        while (end := self.buffer.find(b"\n", self.scanned)) < 0:
+            self.scanned = len(self.buffer)
+            if len(self.buffer) > MAX_REPLY_BYTES:
+                self.kill()
+                self.buffer, self.scanned = bytearray(), 0
+                return None
+            now = time.monotonic()
+            left = deadline - now
+            if left <= 0 or self.proc is None:
+                return None
+            if self.sandbox and self.alive():
+                self.limit_hit = self._over_limit(now > disk_at)
+                disk_at = now + 1.0 if now > disk_at else disk_at
+                if self.limit_hit:
+                    self.kill()
+                    return None
+            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, WATCH_SECONDS if self.sandbox else 1.0))
+            if ready:
+                chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
+                if not chunk:
+                    return None
+                self.buffer += chunk
+        line = bytes(self.buffer[:end])
+        del self.buffer[:end + 1]
+        self.scanned = 0
+        try:
+            return json.loads(line)
+        except ValueError:          # not the checker's JSON: treat as a checker that broke
+            self.kill()
+            return None

@@ -1,0 +1,200 @@
+"""The student's IPython kernel in its sandbox (ZeroMQ over Unix sockets): runs the student's
+cells; every output is collected with per-cell and per-notebook caps; the watchdog kills it when
+the whole sandbox passes its memory, process or disk limit.
+"""
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sys
+import time
+from pathlib import Path
+
+import zmq
+
+from .sandbox import CellRun, Limits, descendants, is_kernel_python
+from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
+
+MESSAGES_PER_WAKE = 200       # output messages taken in one go before the deadline is looked at again
+
+
+def _grader_context(limits: Limits) -> zmq.Context:
+    """The grader's one ZeroMQ context, whose sockets refuse any message longer than twice the
+    output a notebook may keep (bytes; a longer one could never be kept, so it is dropped at the
+    socket: ZeroMQ closes that connection instead of buffering it), so the student's output held in
+    the grader's memory is bounded by ZeroMQ's queue (1000 messages, RCVHWM) x that size per kernel;
+    a smaller queue drops an honest kernel's idle status under a flood of short prints)."""
+    context = zmq.Context.instance()
+    cap = 2 * max(limits.output_bytes, limits.notebook_output_bytes) + 2**16
+    # graders in one process share the context: the largest cap any of them needs wins
+    context.setsockopt(zmq.MAXMSGSIZE, max(cap, context.sockopts.get(zmq.MAXMSGSIZE, 0)))
+    return context
+
+
+class SandboxKernel(SandboxedProcess):
+    """An IPython kernel for one submission, in bubblewrap (or, if ``sandbox`` is False,
+    in a plain subprocess with the same rlimits: only for code the grader trusts)."""
+
+    def __init__(self, submission: Path, limits: Limits, slot: int = 0, sandbox: bool = True,
+                 scratch: Path | None = None):
+        super().__init__(limits, slot, sandbox, scratch, uid_offset=0)
+        self.submission = Path(submission)
+        self.client = None
+        self.output_total = 0     # bytes of output kept so far in this notebook
+        self.conn = None          # the kernel's connection folder (set by start)
+        self.limit_hit = ""       # which sandbox-wide limit the watchdog enforced last
+
+    def start(self) -> None:
+        from jupyter_client import BlockingKernelClient
+        from jupyter_client.connect import write_connection_file
+
+        work = self._new_work()
+        conn_dir, self.tmp = self._owned_dir(work / "conn"), self._owned_dir(work / "tmp")
+        self.conn = conn_dir      # writable by the student (the kernel's sockets): counted as disk
+        conn_file, _ = write_connection_file(str(conn_dir / "kernel.json"), ip=str(conn_dir / "k"),
+                                             transport="ipc")
+        if self.uid is not None:
+            os.chown(conn_file, self.uid, self.uid)
+        # no --IPKernelApp.matplotlib=inline: ipykernel makes the inline backend the default
+        # anyway (MPLBACKEND), and the flag imports pyplot at start (0.4 s of CPU per kernel)
+        kernel = [str(Path(sys.executable).parent / "python"), "-m", "ipykernel_launcher", "-f", conn_file,
+                  "--HistoryManager.enabled=False"]
+        self._popen(kernel, self.submission, self.tmp, conn_dir, cwd=self.submission)
+        # one ZeroMQ context for every client of this grader: a client's own context would be
+        # terminated by the garbage collector, which blocks for ever if any socket of it is open
+        self.client = BlockingKernelClient(context=_grader_context(self.limits))
+        self.client.load_connection_file(conn_file)
+        self.client.start_channels()
+        deadline = time.monotonic() + self.limits.startup_seconds
+        while True:  # wait for the kernel to answer kernel_info
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the kernel did not start (exit code {self.proc.returncode}): "
+                                   f"{self._stderr_end()}")
+            try:
+                self.client.wait_for_ready(timeout=2)
+                break
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the kernel did not start in time") from None
+
+    def stop(self) -> None:
+        if self.client is not None:
+            try:
+                self.client.stop_channels()
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+            self.client = None
+        super().stop()
+
+    close = stop
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def interrupt(self) -> None:
+        """SIGINT to the kernel (a KeyboardInterrupt in the running cell)."""
+        if not self.alive():
+            return
+        if self.sandbox:  # the kernel is the only ipykernel python in its sandbox
+            for pid in descendants(self.proc.pid):
+                if is_kernel_python(pid):
+                    try:
+                        os.kill(pid, signal.SIGINT)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+        else:
+            self.proc.send_signal(signal.SIGINT)
+
+    def _watched(self) -> tuple:
+        """The folders whose bytes count against the disk limit."""
+        return (self.submission, self.tmp, self.conn)
+
+    def execute(self, code: str, timeout: float, keep: bool = True) -> CellRun:
+        """Run ``code``; collect outputs (capped; only stdout text when ``keep`` is False) and
+        the execute_reply's status. The status comes from the kernel's reply on the shell
+        channel, not from what the cell displayed, so hiding tracebacks does not hide a failure."""
+        kc = self.client
+        msg_id = kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
+        run = CellRun(status="pending")
+        run.text = ""
+        kept, reply, idle = 0, None, False
+        iopub, shell = kc.iopub_channel, kc.shell_channel
+        # sleep in zmq_poll until a message arrives or the next check is due: polling each
+        # channel with short timeouts cost the grader 3 % of a core per kernel while it waited
+        poller = zmq.Poller()
+        poller.register(iopub.socket, zmq.POLLIN)
+        poller.register(shell.socket, zmq.POLLIN)
+        start = time.monotonic()
+        deadline, watch, disk_at = start + timeout, start + WATCH_SECONDS, start + 1.0
+        while reply is None or not idle:
+            now = time.monotonic()
+            if now > deadline:
+                run.status = "timeout"
+                return run
+            if not self.alive():
+                run.status, run.exit_code = "died", self.proc.returncode
+                return run
+            if self.sandbox and now > watch:
+                watch = now + WATCH_SECONDS
+                self.limit_hit = self._over_limit(now > disk_at)
+                disk_at = now + 1.0 if now > disk_at else disk_at
+                if self.limit_hit:
+                    self.stop()
+                    run.status, run.exit_code = "died", None
+                    return run
+            wake = min(deadline, watch if self.sandbox else now + WATCH_SECONDS)  # alive() is checked as often
+            ready = dict(poller.poll(max(0, int((wake - now) * 1000))))
+            for _ in range(MESSAGES_PER_WAKE if iopub.socket in ready else 0):  # then the deadline again
+                try:
+                    msg = iopub.get_msg(timeout=0)
+                except queue.Empty:
+                    break
+                if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                    kept = self._collect(run, msg, kept, keep)
+                    if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
+                        idle = True
+            while reply is None and shell.socket in ready:
+                try:
+                    answer = shell.get_msg(timeout=0)
+                except queue.Empty:
+                    break
+                if answer.get("parent_header", {}).get("msg_id") == msg_id:
+                    reply = answer["content"]
+        run.status = "ok" if reply.get("status") == "ok" else "error"
+        if run.status == "error":
+            run.ename = run.ename or str(reply.get("ename", ""))
+            run.evalue = run.evalue or str(reply.get("evalue", ""))
+        return run
+
+    def _collect(self, run: CellRun, msg: dict, kept: int, keep: bool) -> int:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "error":
+            run.ename, run.evalue = str(content.get("ename", ""))[:200], str(content.get("evalue", ""))[:4000]
+        if not keep:
+            if kind == "stream" and content.get("name") == "stdout" and len(run.text) < 48 * 2**20:
+                run.text += content.get("text", "")
+            return kept
+        if kind not in ("stream", "display_data", "execute_result", "error"):
+            return kept
+        size = len(repr(content))
+        if kept + size > self.limits.output_bytes or self.output_total + size > self.limits.notebook_output_bytes:
+            run.truncated = True
+            return kept
+        self.output_total += size
+        if kind == "stream":
+            if run.outputs and run.outputs[-1].get("output_type") == "stream" and run.outputs[-1]["name"] == content["name"]:
+                run.outputs[-1]["text"] += content["text"]
+            else:
+                run.outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
+        elif kind == "error":
+            run.outputs.append({"output_type": "error", "ename": content.get("ename", ""),
+                                "evalue": content.get("evalue", ""),
+                                "traceback": list(content.get("traceback", []))[:50]})
+        else:
+            out = {"output_type": kind, "data": content.get("data", {}), "metadata": content.get("metadata", {})}
+            if kind == "execute_result":
+                out["execution_count"] = content.get("execution_count")
+            run.outputs.append(out)
+        return kept + size

@@ -370,7 +370,8 @@ def _check_input(args) -> None:
     if args.command == "grade":
         one_lesson(args.lesson)
         if args.submissions:
-            from .grading.submission import SubmissionProblem, folder_problem
+            from .grading.intake import folder_problem
+            from .grading.submission import SubmissionProblem
             try:
                 folder_problem(Path(args.submissions))
             except SubmissionProblem as exc:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_tools.grading import submission, wire
+from course_tools.grading import intake, submission, wire
 from course_tools.grading.submission import SubmissionProblem
 
 
@@ -34,7 +34,7 @@ def test_read_submission_reasons(tmp_path):
     (lambda d: (d / "bad\nname.txt").write_text("x"), "not plain"),
     (lambda d: (d / "..hidden").write_text("x"), "not plain"),
     (lambda d: (d / "big.bin").write_bytes(b"x" * (submission.MAX_FILE_BYTES + 1)), "MiB"),
-    (lambda d: [(d / f"f{i}.txt").write_text("x") for i in range(submission.MAX_FILES + 1)], "more than"),
+    (lambda d: [(d / f"f{i}.txt").write_text("x") for i in range(intake.MAX_FILES + 1)], "more than"),
     (lambda d: (d / "sub").mkdir() or os.symlink("/etc", d / "sub" / "etc"), "sub/etc"),
 ])
 def test_intake_refuses_anything_but_plain_regular_files(tmp_path, make, words):
@@ -43,7 +43,7 @@ def test_intake_refuses_anything_but_plain_regular_files(tmp_path, make, words):
     (folder / "exercises.ipynb").write_text("{}")
     make(folder)
     with pytest.raises(SubmissionProblem, match=words):
-        submission.inspect_folder(folder)
+        intake.inspect_folder(folder)
 
 
 def test_intake_lists_and_copies_regular_files_only(tmp_path):
@@ -51,22 +51,22 @@ def test_intake_lists_and_copies_regular_files_only(tmp_path):
     (folder / "data").mkdir(parents=True)
     (folder / "exercises.ipynb").write_text("{}")
     (folder / "data" / "x.csv").write_text("1,2\n")
-    files = submission.inspect_folder(folder)
+    files = intake.inspect_folder(folder)
     assert files == [("data/x.csv", 4), ("exercises.ipynb", 2)]
-    target = submission.copy_files(folder, tmp_path / "copy", files)
+    target = intake.copy_files(folder, tmp_path / "copy", files)
     assert (target / "data" / "x.csv").read_text() == "1,2\n"
     os.symlink("/etc/passwd", tmp_path / "link")  # a file swapped for a link after inspection
     (folder / "exercises.ipynb").unlink()
     os.symlink(tmp_path / "link", folder / "exercises.ipynb")
     with pytest.raises(SubmissionProblem):
-        submission.copy_files(folder, tmp_path / "copy2", files)
+        intake.copy_files(folder, tmp_path / "copy2", files)
 
 
 def test_timestamp_that_is_not_a_date_is_ignored_with_a_note(tmp_path):
     (tmp_path / "timestamp.txt").write_text("2026-11-20 10:00:00.000000 UTC")
-    assert submission.read_timestamp(tmp_path)[0].year == 2026
+    assert intake.read_timestamp(tmp_path)[0].year == 2026
     (tmp_path / "timestamp.txt").write_text("soon-ish \x00")
-    assert submission.read_timestamp(tmp_path) == (None, "timestamp.txt is not a date and was ignored")
+    assert intake.read_timestamp(tmp_path) == (None, "timestamp.txt is not a date and was ignored")
 
 
 def test_plain_data_crosses_and_comes_back_as_builtins():

@@ -1,8 +1,9 @@
 """Autograding with nbgrader, one step per module, in the order a submission meets them:
 
 1. ``nbgrader_course``: the course directory; release and the build's round trip through nbgrader.
-2. ``submission``: intake: regular files with plain names only (anything else refused with the
-   reason, nothing copied), read the notebook, restore the test cells from the source.
+2. ``intake`` and ``submission``: the folder (regular files with plain names only, anything else
+   refused with the reason, nothing copied), then the notebook: read it, keep well-formed
+   metadata, restore the test cells from the source.
 3. ``sandbox``, ``cpu_share`` and ``sandboxed_process``: bubblewrap, rlimits, systemd scopes or
    CPU cgroups and the watchdog around the two processes of each submission,
    ``student_kernel`` (the student's IPython kernel) and ``checker_process`` (the trusted

@@ -33,8 +33,8 @@ from .nbgrader_course import CourseDir, GradingError, ensure_assignment
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
-from .submission import (STUDENT_NAME, SubmissionProblem, _nb_meta, copy_files, import_submissions,
-                         inspect_folder, is_test_cell, read_submission, read_timestamp, restore_test_cells)
+from .intake import STUDENT_NAME, copy_files, import_submissions, inspect_folder, read_timestamp
+from .submission import SubmissionProblem, _nb_meta, is_test_cell, read_submission, restore_test_cells
 
 
 class Stopped(Exception):

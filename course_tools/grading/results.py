@@ -40,7 +40,7 @@ import nbformat
 
 from ..paths import GRADED_NOTEBOOK
 from .nbgrader_course import CourseDir, GradingError
-from .submission import STUDENT_NAME
+from .intake import STUDENT_NAME
 
 
 @dataclass

@@ -1,0 +1,184 @@
+"""Step 1 of grading, the folder: a submission is a folder of regular files with plain names and
+bounded sizes; anything else (a symbolic link anywhere, a device, a pipe, a socket, an odd name,
+too many or too large files) is refused for that student with the reason, and nothing of it is
+copied or read. The student's files are copied (regular files only, opened without following
+links) for the sandbox; the notebook among them is read by ``submission``.
+
+The submission time is the grader's: ``import_submissions`` writes ``timestamp.txt`` with the
+time it took the files in (a ``timestamp.txt`` of the student's own is never copied), and keeps
+the earlier time when the files are the same as last time. A folder that ``nbgrader collect``
+brought into ``submitted/`` keeps the ``timestamp.txt`` nbgrader's exchange recorded.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .nbgrader_course import CourseDir
+from .submission import MAX_FILE_BYTES, SubmissionProblem, file_kind, read_regular
+
+
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@ -]{0,99}")
+STUDENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+MAX_FILES = 200                 # files and folders in one submission
+MAX_TOTAL_BYTES = 60 * 2**20    # the whole submission
+MAX_DEPTH = 6                   # folder nesting
+
+
+def inspect_folder(folder: Path) -> list[tuple[str, int]]:
+    """(relative path, bytes) of every regular file of a submission; SubmissionProblem saying
+    why when it holds anything else or passes a limit. Follows no link, opens nothing."""
+    try:
+        top = os.lstat(folder)
+    except OSError:
+        raise SubmissionProblem("no submission folder") from None
+    if not stat.S_ISDIR(top.st_mode):
+        raise SubmissionProblem(f"refused: the submission folder is {file_kind(top.st_mode)}, not a folder")
+    files, count, total = [], 0, 0
+    todo = [(Path(folder), "", 0)]
+    while todo:
+        path, rel, depth = todo.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                name = entry.name
+                shown = (rel + "/" + name).lstrip("/")
+                if not PLAIN_NAME.fullmatch(name) or name.strip() != name:
+                    raise SubmissionProblem(f"refused: the file name {shown!r} is not plain (letters, digits, . _ - + @ and spaces)")
+                count += 1
+                mode = entry.stat(follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    if depth + 1 > MAX_DEPTH:
+                        raise SubmissionProblem(f"refused: folders nested deeper than {MAX_DEPTH} ({shown})")
+                    todo.append((Path(entry.path), shown, depth + 1))
+                elif stat.S_ISREG(mode):
+                    size = entry.stat(follow_symlinks=False).st_size
+                    total += size
+                    if size > MAX_FILE_BYTES:
+                        raise SubmissionProblem(f"refused: {shown} is {size / 2**20:.1f} MiB (limit {MAX_FILE_BYTES / 2**20:g} MiB per file)")
+                    files.append((shown, size))
+                else:
+                    raise SubmissionProblem(f"refused: {shown} is {file_kind(mode)}; a submission holds regular files only")
+                if count > MAX_FILES or total > MAX_TOTAL_BYTES:
+                    raise SubmissionProblem(f"refused: more than {MAX_FILES} files or {MAX_TOTAL_BYTES / 2**20:g} MiB")
+    return sorted(files)
+
+
+def copy_files(folder: Path, target: Path, files, uid: int | None = None) -> Path:
+    """Copy the listed regular files of ``folder`` into ``target`` (created), owned by ``uid``."""
+    target.mkdir(parents=True, exist_ok=True)
+    for rel, size in files:
+        dest = target / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(read_regular(folder / rel, max(size, 0) + 1))
+    if uid is not None:
+        for path in [target, *target.rglob("*")]:
+            os.chown(path, uid, uid, follow_symlinks=False)
+    os.chmod(target, 0o700)
+    return target
+
+
+def read_timestamp(folder: Path) -> tuple[object, str]:
+    """(submission time or None, a note when timestamp.txt is present but unusable), from the
+    ``timestamp.txt`` in ``submitted/<student>/<lesson>/``: written there by the grader when it
+    took the files in, or by ``nbgrader collect`` from the exchange."""
+    path = folder / "timestamp.txt"
+    if not os.path.lexists(path):
+        return None, ""
+    from nbgrader.utils import parse_utc
+
+    try:
+        return parse_utc(read_regular(path, 200).decode("utf-8").strip()), ""
+    except (SubmissionProblem, ValueError, TypeError, OverflowError, UnicodeDecodeError):
+        return None, "timestamp.txt is not a date and was ignored"
+
+
+TIMESTAMP = "timestamp.txt"
+
+
+def _same_files(src: Path, files, target: Path) -> bool:
+    """Whether ``target`` (an earlier copy in submitted/) holds exactly ``files`` of ``src``,
+    byte for byte, besides the grader's timestamp.txt."""
+    try:
+        had = [(rel, size) for rel, size in inspect_folder(target) if rel != TIMESTAMP]
+    except SubmissionProblem:
+        return False
+    return had == list(files) and all(
+        read_regular(src / rel, size + 1) == read_regular(target / rel, size + 1) for rel, size in files)
+
+
+def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
+    """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/ after
+    inspecting it, with a ``timestamp.txt`` of the grader's: now, or the time of the earlier
+    copy when the files have not changed since (a student's own timestamp.txt is not copied).
+    Returns ({student: reason} for every folder refused (nothing of it is copied, and an
+    earlier copy of that student's lesson is removed so it is not graded as new),
+    {student: [notes]} for the students whose timestamp.txt was ignored, [the students copied]).
+    SubmissionProblem when ``submissions`` is not a folder of student folders (a notebook, or
+    one student's folder)."""
+    refused, notes, taken = {}, {}, []
+    folder_problem(submissions)
+    for student_dir in sorted(Path(submissions).iterdir()):
+        name = student_dir.name
+        if name.startswith("."):
+            continue
+        if not STUDENT_NAME.fullmatch(name):
+            refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+            continue
+        top = os.lstat(student_dir)
+        if not stat.S_ISDIR(top.st_mode):
+            refused[name] = f"refused: the student's entry is {file_kind(top.st_mode)}, not a folder"
+            _remove(course, name, lesson)
+            continue
+        src = student_dir / lesson if os.path.lexists(student_dir / lesson) else student_dir
+        target = course.root / "submitted" / name / lesson
+        try:
+            files = inspect_folder(src)
+            own = [f for f in files if f[0] == TIMESTAMP or f[0].startswith(TIMESTAMP + "/")]
+            files = [f for f in files if f not in own]
+            stamp = None
+            if os.path.lexists(target) and _same_files(src, files, target):
+                stamp, _ = read_timestamp(target)
+            _remove(course, name, lesson)
+            copy_files(src, target, files)
+            when = stamp or datetime.now(timezone.utc).replace(tzinfo=None)   # UTC, as parse_utc gives
+            (target / TIMESTAMP).write_text(when.strftime("%Y-%m-%d %H:%M:%S.%f UTC"))  # nbgrader's format
+            if own:
+                claimed = read_timestamp(src)[0] if any(rel == TIMESTAMP for rel, _ in own) else None
+                notes[name] = [f"the submission's own timestamp.txt ({claimed:%Y-%m-%d %H:%M}) was ignored: the "
+                               "submission time is when the grader took it in" if claimed else
+                               "timestamp.txt is not a date and was ignored"]
+            taken.append(name)
+        except SubmissionProblem as exc:
+            _remove(course, name, lesson)
+            refused[name] = str(exc)
+    return refused, notes, taken
+
+
+def folder_problem(submissions: Path) -> None:
+    """SubmissionProblem, in plain words, when ``submissions`` is not a folder of student
+    folders: missing, a file (a lone notebook), or one student's folder (a notebook directly
+    inside it)."""
+    path = Path(submissions)
+    if not path.exists():
+        raise SubmissionProblem(f"--submissions {path}: no such folder (it should hold one folder per student, "
+                                "each with exercises.ipynb)")
+    if not path.is_dir():
+        raise SubmissionProblem(f"--submissions {path} is a file, not a folder: give the folder that holds one "
+                                "folder per student (DIR/<student>/exercises.ipynb)")
+    notebooks = sorted(p.name for p in path.iterdir() if p.name.endswith(".ipynb"))
+    if notebooks:
+        raise SubmissionProblem(f"--submissions {path} holds {notebooks[0]} itself, as one student's folder does: "
+                                "give the folder above it, with one folder per student (DIR/<student>/exercises.ipynb)")
+
+
+def _remove(course: CourseDir, student: str, lesson: str) -> None:
+    target = course.root / "submitted" / student / lesson
+    if os.path.lexists(target):
+        if os.path.islink(target) or not target.is_dir():
+            target.unlink()
+        else:
+            shutil.rmtree(target)

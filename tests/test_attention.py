@@ -136,6 +136,21 @@ def test_recorded_rows_round_trip(tmp_path):
 
 def test_kernel_source_is_read_without_triton():
     text = attention.kernel_source("flash_forward_kernel")
-    assert text.startswith("@triton.jit\ndef flash_forward_kernel(") and "attend_block" in text
+    assert text.startswith("@triton.jit\ndef flash_forward_kernel(") and "_attend_block" in text
     with pytest.raises(KeyError):
         attention.kernel_source("no_such_kernel")
+
+
+def test_the_lecture_kernel_cannot_stand_in_for_the_exercise():
+    """A student who imports the lecture's fused kernel (or its step) into Exercise 2 is refused
+    by the grader's whitelist: the kernel calls a helper whose name starts with _."""
+    from course_tools.grading.triton_source import Refused, check
+
+    with pytest.raises(Refused, match="names starting with _"):
+        check("_attend_block", attention.kernel_source("_attend_block"))
+    with pytest.raises(Refused):
+        check("flash_forward_kernel", attention.kernel_source("flash_forward_kernel"))
+    refused_call = attention.kernel_source("flash_forward_kernel").replace("[BLOCK_M]", "(BLOCK_M,)").replace(
+        "[BLOCK_M, HEAD_DIM]", "(BLOCK_M, HEAD_DIM)")
+    with pytest.raises(Refused, match="`_attend_block`"):
+        check("flash_forward_kernel", refused_call)

@@ -270,6 +270,8 @@ def benchmark_gpu(seq_lens=(1024, 2048, 4096, 8192, 16384), d: int = 64, heads: 
             except torch.cuda.OutOfMemoryError:
                 row["note"] = "out of GPU memory"
                 torch.cuda.empty_cache()
+            except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
+                row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
             rows.append(row)
         del q, k, v, reference
         torch.cuda.empty_cache()

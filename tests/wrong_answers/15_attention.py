@@ -34,7 +34,7 @@ WRONG_ANSWERS = {
          ('        p = tl.exp(s - m_new[:, None])\n', '        p = tl.exp(s)\n')],
         # the block loop skips the last, partial tile of keys
         ('    for start in range(0, end, BLOCK_N):', '    for start in range(0, (end // BLOCK_N) * BLOCK_N, BLOCK_N):'),
-        # causal, but every block of keys is loaded and masked: right answer, twice the bytes near the end
+        # causal, but every program loads all of k and v and masks: right answer, over the causal byte budget
         ('    if CAUSAL:\n        end = (tl.program_id(0) + 1) * BLOCK_M\n', ''),
         # the query block loaded again for every block of keys
         ('        s = tl.dot(q, tl.trans(k)',

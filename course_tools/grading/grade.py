@@ -136,20 +136,9 @@ def _students(course: CourseDir, lesson: str) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if not p.name.startswith(".") and os.path.lexists(p / lesson))
 
 
-def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions: Path | None = None,
-                 workers: int = 1, limits: Limits | None = None, sandbox: bool = True,
-                 progress: bool = True, feedback: bool = True, shard: tuple[int, int] = (0, 1),
-                 merge_after: bool | None = None) -> list[Outcome]:
-    """Grade one lesson's submissions (those of shard ``shard[0]`` of ``shard[1]``, by index in
-    the sorted list of students); merge when unsharded (or ``merge_after``). Returns this
-    shard's outcomes, or the merged ones. Raises GradingError for a fault of the grader,
-    SandboxUnavailable when ``sandbox`` is asked for and cannot be had."""
-    lesson = lesson_dir.name
-    limits = limits or Limits()
-    course = course or CourseDir(REPO, NOTEBOOKS)
-    index, count = shard
-    if sandbox and not bubblewrap():
-        raise SandboxUnavailable(why_no_sandbox())
+def _take_in(course: CourseDir, lesson: str, submissions: Path | None, progress: bool) -> tuple[dict, dict, list]:
+    """(refused {student: reason}, intake notes {student: [notes]}, every student to grade):
+    ``submissions`` taken into submitted/ (exactly its students), else the class already there."""
     if submissions:
         try:
             refused, intake_notes, taken = import_submissions(course, lesson, Path(submissions))
@@ -157,9 +146,35 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
             raise GradingError(str(exc)) from None
     else:
         refused, intake_notes, taken = {}, {}, None
-    ensure_assignment(course, lesson)
+    present = _students(course, lesson)
+    if taken is None:  # the class in submitted/ (nbgrader collect, or earlier --submissions runs)
+        for name in present:  # put there by hand rather than by --submissions
+            if not STUDENT_NAME.fullmatch(name):
+                refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+        return refused, intake_notes, sorted({n for n in present if STUDENT_NAME.fullmatch(n)} | set(refused))
+    everyone = sorted(set(taken) | set(refused))  # others in submitted/ keep what they have
+    others = len({n for n in present if STUDENT_NAME.fullmatch(n)} - set(everyone))
+    if progress:
+        print(f"course grade {lesson}: {len(everyone)} student(s) from {submissions}"
+              + (f"; {others} other(s) in submitted/ not graded (their grades are kept)" if others else ""),
+              file=sys.stderr, flush=True)
+    return refused, intake_notes, everyone
+
+
+def _lesson_context(course: CourseDir, lesson: str, limits: Limits, sandbox: bool, feedback: bool,
+                    scratch: Path, out: Path) -> dict:
+    """What grading each student of the lesson shares: its source and release notebooks, test
+    cells and maximum score, the limits, and where scratch and results go."""
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
     release_nb = nbformat.read(str(course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
+    return {"course": course, "lesson": lesson, "source_nb": source_nb, "release_nb": release_nb, "limits": limits,
+            "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback,
+            "cell_ids": [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)],
+            "max_score": float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))}
+
+
+def _shard_folders(course: CourseDir, lesson: str, index: int, count: int) -> tuple[Path, Path]:
+    """(a fresh scratch folder for this run, this shard's empty output folder)."""
     base = course.root / "build" / "grading"
     base.mkdir(parents=True, exist_ok=True)
     _clean_stale_scratch(base)
@@ -169,75 +184,101 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         shutil.rmtree(out)
     (out / "graded").mkdir(parents=True)
     (out / "feedback").mkdir()
-    if taken is None:  # the class in submitted/ (nbgrader collect, or earlier --submissions runs)
-        for name in _students(course, lesson):  # put there by hand rather than by --submissions
-            if not STUDENT_NAME.fullmatch(name):
-                refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
-        everyone = sorted({n for n in _students(course, lesson) if STUDENT_NAME.fullmatch(n)} | set(refused))
-    else:  # exactly the students of that folder: others in submitted/ keep what they have
-        everyone = sorted(set(taken) | set(refused))
-        others = len({n for n in _students(course, lesson) if STUDENT_NAME.fullmatch(n)} - set(everyone))
-        if progress:
-            print(f"course grade {lesson}: {len(everyone)} student(s) from {submissions}"
-                  + (f"; {others} other(s) in submitted/ not graded (their grades are kept)" if others else ""),
-                  file=sys.stderr, flush=True)
+    return scratch, out
+
+
+def _reference_runner(ctx: dict):
+    """``run_reference(facts)`` for ``plan.lesson_plan``: the reference solution graded in slot 0."""
+    course, lesson = ctx["course"], ctx["lesson"]
+
+    def reference(facts):
+        ref_dir, source = ctx["scratch"] / "reference", course.source / lesson
+        try:
+            files = inspect_folder(source)
+        except SubmissionProblem:
+            files = [(f"{GRADED_NOTEBOOK}.ipynb", (source / f"{GRADED_NOTEBOOK}.ipynb").stat().st_size)]
+        copy_files(source, ref_dir, files, sandbox_uid(0) if ctx["sandbox"] else None)
+        try:
+            return execute_submission(reference_notebook(ctx["source_nb"], ctx["release_nb"]), ref_dir,
+                                      ctx["limits"], facts, 0, ctx["sandbox"], ctx["scratch"])
+        finally:
+            shutil.rmtree(ref_dir, ignore_errors=True)
+
+    return reference
+
+
+def _grade_all(ctx: dict, todo: list[str], workers: int, stop: threading.Event, done: dict, progress: bool) -> None:
+    """Grade ``todo`` in up to ``workers`` slots at once (each slot has its own sandbox users);
+    results go into ``done`` unless ``stop`` was set meanwhile."""
+    slots = list(range(min(max(1, workers), SLOTS)))
+    lock = threading.Lock()
+
+    def job(student: str) -> None:
+        if stop.is_set():
+            return
+        with lock:
+            slot = slots.pop()
+        try:
+            result = grade_one(student, ctx, slot)
+            if not stop.is_set():
+                done[student] = result
+        finally:
+            with lock:
+                slots.append(slot)
+
+    with ThreadPoolExecutor(max_workers=len(slots)) as pool:
+        futures = [pool.submit(job, s) for s in todo]
+        for f in tqdm(futures, desc=f"grading {ctx['lesson']}", unit="submission", disable=not progress):
+            f.result()
+
+
+def _on_sigterm(stop: threading.Event) -> dict:
+    """In the main thread: SIGTERM stops grading (live sandboxes killed, results so far kept);
+    returns the handlers to put back."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def on_signal(signum, frame):
+        stop.set()
+        sandboxed_process.kill_all()  # the running students' kernels end now; their results are dropped
+        raise Stopped(signal.Signals(signum).name)
+
+    return {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
+
+
+def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions: Path | None = None,
+                 workers: int = 1, limits: Limits | None = None, sandbox: bool = True,
+                 progress: bool = True, feedback: bool = True, shard: tuple[int, int] = (0, 1),
+                 merge_after: bool | None = None) -> list[Outcome]:
+    """Grade one lesson's submissions (those of shard ``shard[0]`` of ``shard[1]``, by index in
+    the sorted list of students); merge when unsharded (or ``merge_after``). Returns this
+    shard's outcomes, or the merged ones. Raises GradingError for a fault of the grader,
+    SandboxUnavailable when ``sandbox`` is asked for and cannot be had. The steps: take the
+    submissions in, check the lesson's one judge on its reference (``plan``), grade each student
+    in a sandbox slot, write this shard's results, merge them into the gradebook and CSV."""
+    lesson = lesson_dir.name
+    limits = limits or Limits()
+    course = course or CourseDir(REPO, NOTEBOOKS)
+    index, count = shard
+    if sandbox and not bubblewrap():
+        raise SandboxUnavailable(why_no_sandbox())
+    refused, intake_notes, everyone = _take_in(course, lesson, submissions, progress)
     mine = [s for i, s in enumerate(everyone) if i % count == index]
-    cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
-    max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
-    ctx = {"course": course, "lesson": lesson, "source_nb": source_nb, "release_nb": release_nb, "limits": limits,
-           "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback, "max_score": max_score,
-           "intake_notes": intake_notes}
+    ensure_assignment(course, lesson)
+    scratch, out = _shard_folders(course, lesson, index, count)
+    ctx = {**_lesson_context(course, lesson, limits, sandbox, feedback, scratch, out), "intake_notes": intake_notes}
+    source_nb, release_nb, max_score = ctx["source_nb"], ctx["release_nb"], ctx["max_score"]
     done: dict[str, Outcome] = {}
     stop = threading.Event()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        def on_signal(signum, frame):
-            stop.set()
-            sandboxed_process.kill_all()  # the running students' kernels end now; their results are dropped
-            raise Stopped(signal.Signals(signum).name)
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
+    previous = _on_sigterm(stop)
     complete, failure, stopped_by = False, "", None
     sandboxed_process.STOPPING.clear()
     try:
-        def reference(facts):
-            ref_dir, source = scratch / "reference", course.source / lesson
-            try:
-                files = inspect_folder(source)
-            except SubmissionProblem:
-                files = [(f"{GRADED_NOTEBOOK}.ipynb", (source / f"{GRADED_NOTEBOOK}.ipynb").stat().st_size)]
-            copy_files(source, ref_dir, files, sandbox_uid(0) if sandbox else None)
-            try:
-                return execute_submission(reference_notebook(source_nb, release_nb), ref_dir, limits, facts, 0,
-                                          sandbox, scratch)
-            finally:
-                shutil.rmtree(ref_dir, ignore_errors=True)
-
-        plan = lesson_plan(course.root, lesson, source_nb, release_nb, reference)  # refuses a failing reference
+        plan = lesson_plan(course.root, lesson, source_nb, release_nb, _reference_runner(ctx))  # refuses a failing reference
         ctx["facts"] = lesson_facts(source_nb, plan)
-        for s in mine:
-            if s in refused:
-                done[s] = Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=max_score)
-        slots = list(range(min(max(1, workers), SLOTS)))  # each slot has its own sandbox users
-        lock = threading.Lock()
-
-        def job(student: str) -> None:
-            if stop.is_set():
-                return
-            with lock:
-                slot = slots.pop()
-            try:
-                result = grade_one(student, ctx, slot)
-                if not stop.is_set():
-                    done[student] = result
-            finally:
-                with lock:
-                    slots.append(slot)
-
-        todo = [s for s in mine if s not in done]
-        with ThreadPoolExecutor(max_workers=len(slots)) as pool:
-            futures = [pool.submit(job, s) for s in todo]
-            for f in tqdm(futures, desc=f"grading {lesson}", unit="submission", disable=not progress):
-                f.result()
+        done.update({s: Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=max_score)
+                     for s in mine if s in refused})
+        _grade_all(ctx, [s for s in mine if s not in done], workers, stop, done, progress)
         complete = True
     except Stopped as exc:
         sandboxed_process.kill_all()
@@ -250,27 +291,21 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         sandboxed_process.STOPPING.clear()
         for s, handler in previous.items():
             signal.signal(s, handler)
-        for s in mine:
-            if s not in done:
-                why = f"grader error: {failure[:300]}" if failure else (
-                    "not graded: the grader was stopped (SIGTERM) before this submission")
-                done[s] = Outcome(s, status="error", score=float("nan"), max_score=max_score, reasons=[why])
+        why = f"grader error: {failure[:300]}" if failure else "not graded: the grader was stopped (SIGTERM) before this submission"
+        done.update({s: Outcome(s, status="error", score=float("nan"), max_score=max_score, reasons=[why])
+                     for s in mine if s not in done})
         write_shard(out, [done[s] for s in mine], complete)
         shutil.rmtree(scratch, ignore_errors=True)
+    merged = None
     if merge_after if merge_after is not None else count == 1:
         if feedback:
             mathjax_into(course.root / "feedback")
-        merged = merge(course, lesson, cell_ids, max_score)
-        if stopped_by:  # results written: now end as the signal asked (default action or old handler)
-            signal.raise_signal(stopped_by)
-        if failure:
-            raise GradingError(f"{failure} (the CSV says which students were not graded)")
-        return merged
-    if stopped_by:
+        merged = merge(course, lesson, ctx["cell_ids"], max_score)
+    if stopped_by:  # results written: now end as the signal asked (default action or old handler)
         signal.raise_signal(stopped_by)
     if failure:
-        raise GradingError(failure)
-    return [done[s] for s in mine]
+        raise GradingError(f"{failure} (the CSV says which students were not graded)" if merged is not None else failure)
+    return merged if merged is not None else [done[s] for s in mine]
 
 
 def merge_lesson(lesson_dir: Path, course: CourseDir | None = None) -> list[Outcome]:

@@ -22,6 +22,11 @@ from __future__ import annotations
 import ast
 import math
 
+if __package__:
+    from .source_whitelist import STATEMENTS_AND_EXPRESSIONS, WORDS, Refused, WhitelistCheck, chain, one_function
+else:  # the checker imports this file as a top-level module, its folder on sys.path
+    from source_whitelist import STATEMENTS_AND_EXPRESSIONS, WORDS, Refused, WhitelistCheck, chain, one_function
+
 MAX_SOURCE = 50_000        # characters of one kernel's source
 MAX_NODES = 5_000          # syntax-tree nodes of one kernel
 MAX_DEPS = 64              # kernels, device functions and values one kernel may use
@@ -50,24 +55,7 @@ VOCABULARY = frozenset({*MODULES, *BUILTINS, *NUMBA_TYPES})
 RULE = ("a kernel may use only its arguments, its own variables, cuda.*, math.*, Numba's and NumPy's scalar types, "
         f"{'/'.join(BUILTINS)}, .{'/.'.join(VALUE_ATTRS)} of values, and the lesson's constants")
 
-_WORDS = {ast.Import: "`import`", ast.ImportFrom: "`import`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`",
-          ast.Lambda: "`lambda`", ast.FunctionDef: "a nested `def`", ast.AsyncFunctionDef: "a nested `def`",
-          ast.ClassDef: "`class`", ast.With: "`with`", ast.AsyncWith: "`with`", ast.Try: "`try`",
-          ast.Raise: "`raise`", ast.Yield: "`yield`", ast.YieldFrom: "`yield`", ast.Await: "`await`",
-          ast.Delete: "`del`", ast.ListComp: "a comprehension", ast.SetComp: "a comprehension",
-          ast.DictComp: "a comprehension", ast.GeneratorExp: "a comprehension", ast.List: "a list",
-          ast.Dict: "a dict", ast.Set: "a set", ast.JoinedStr: "an f-string", ast.NamedExpr: "`:=`",
-          ast.Starred: "`*` unpacking", ast.Match: "`match`", ast.AnnAssign: "an annotation",
-          ast.AsyncFor: "`async for`",
-          ast.Slice: "a slice (index one element at a time: a slice's writes would go uncounted)"}
-if hasattr(ast, "TryStar"):
-    _WORDS[ast.TryStar] = "`try`"
-_ALLOWED = (ast.Assign, ast.AugAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass,
-            ast.Return, ast.Assert, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Subscript,
-            ast.Tuple, ast.Load, ast.Store, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
-
-class Refused(ValueError):
-    """A kernel the checker will not run; the message says why, in plain words."""
+_WORDS = {**WORDS, ast.Slice: "a slice (index one element at a time: a slice's writes would go uncounted)"}
 
 
 class Checked:
@@ -78,33 +66,12 @@ class Checked:
         self.name, self.source, self.tree, self.func, self.device, self.free = name, source, tree, func, device, free
 
 
-def _chain(node) -> list[str] | None:
-    """['cuda', 'threadIdx', 'x'] for ``cuda.threadIdx.x``; None unless it ends in a name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id, *reversed(parts)]
+class _Check(WhitelistCheck):
+    """Walks one CUDA kernel's body; raises Refused at the first thing not allowed."""
 
-
-class _Check(ast.NodeVisitor):
-    """Walks one function body in source order; raises Refused at the first thing not allowed."""
-
-    def __init__(self, name: str, params: set, stored: set):
-        self.name, self.params, self.stored = name, params, stored
-        self.free: dict[str, bool] = {}
-
-    def refuse(self, node, what: str, why: str = "") -> None:
-        line = getattr(node, "lineno", None)
-        raise Refused(f"{self.name} uses {what}, which a kernel may not{' (line ' + str(line) + ')' if line else ''}: "
-                      f"{why or RULE}")
-
-    def generic_visit(self, node):
-        if not isinstance(node, _ALLOWED):
-            self.refuse(node, _WORDS.get(type(node), f"`{type(node).__name__}`"))
-        super().generic_visit(node)
+    ALLOWED = (*STATEMENTS_AND_EXPRESSIONS, ast.Assert)
+    WORDS = _WORDS
+    RULE = RULE
 
     def _name_ok(self, node, ident: str) -> None:
         if ident.startswith("_"):
@@ -175,7 +142,7 @@ class _Check(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = node.func
-        chain = _chain(func)
+        path = chain(func)
         if isinstance(func, ast.Name):
             self._name_ok(func, func.id)
             if func.id in self.params or func.id in self.stored:
@@ -185,8 +152,8 @@ class _Check(ast.NodeVisitor):
                 self.refuse(node, f"`{func.id}` itself as a function")
             if func.id not in VOCABULARY:
                 self.free[func.id] = True
-        elif chain and chain[0] in MODULES:
-            self._path(func, chain, call=True)
+        elif path and path[0] in MODULES:
+            self._path(func, path, call=True)
         else:
             self.visit(func)              # a forbidden name or attribute in it is the better reason
             self.refuse(node, "a call of a computed function", "only cuda.*, math.*, the built-ins "
@@ -203,7 +170,7 @@ class _Check(ast.NodeVisitor):
 def _decorator(name: str, node) -> bool | None:
     """True for ``cuda.jit(device=True)``, False for ``cuda.jit``/``cuda.jit()``, else Refused."""
     target = node.func if isinstance(node, ast.Call) else node
-    if _chain(target) != ["cuda", "jit"]:
+    if chain(target) != ["cuda", "jit"]:
         raise Refused(f"{name} is decorated with `{ast.unparse(node)[:80]}`, which a graded kernel may not be: "
                       "use @cuda.jit or @cuda.jit(device=True)")
     if not isinstance(node, ast.Call):
@@ -224,20 +191,7 @@ def _decorator(name: str, node) -> bool | None:
 def check(name: str, source, device: bool) -> Checked:
     """Check one kernel's (or device function's) source, as sent by the student's kernel
     (``device``: how it was decorated there; the decorator in the source, if any, must agree)."""
-    if type(source) is not str or not source.strip():
-        raise Refused(f"{name} is a CUDA kernel whose source the grader could not read (define it in a cell with "
-                      "def and @cuda.jit)")
-    if len(source) > MAX_SOURCE:
-        raise Refused(f"{name} has {len(source)} characters of source; a graded kernel may have {MAX_SOURCE}")
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise Refused(f"the source of {name} does not parse: {str(exc)[:200]}") from None
-    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise Refused(f"{name} is too long for a graded kernel (more than {MAX_NODES} syntax nodes)")
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-        raise Refused(f"the source of {name} is not one plain function definition")
-    fn = tree.body[0]
+    tree, fn = one_function(name, source, "CUDA", MAX_SOURCE, MAX_NODES)
     if len(fn.decorator_list) > 1:
         raise Refused(f"{name} has {len(fn.decorator_list)} decorators; a graded kernel has one, @cuda.jit")
     if fn.decorator_list:

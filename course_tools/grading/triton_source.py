@@ -31,9 +31,9 @@ import os
 import sys
 
 if __package__:
-    from .kernel_whitelist import Refused
+    from .source_whitelist import STATEMENTS_AND_EXPRESSIONS, Refused, WhitelistCheck, chain, one_function
 else:  # the checker imports this file as a top-level module, its folder on sys.path
-    from kernel_whitelist import Refused
+    from source_whitelist import STATEMENTS_AND_EXPRESSIONS, Refused, WhitelistCheck, chain, one_function
 
 __all__ = ["Refused", "check", "rebuild"]
 
@@ -59,22 +59,6 @@ RULE = ("a Triton kernel may use only its arguments, its own variables, tl.* (pr
         "reductions, dot, math, dtypes), " + "/".join(BUILTINS) + ", ." + "/.".join(VALUE_ATTRS)
         + " and .to() of values, other @triton.jit functions, and the lesson's constants")
 
-_WORDS = {ast.Import: "`import`", ast.ImportFrom: "`import`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`",
-          ast.Lambda: "`lambda`", ast.FunctionDef: "a nested `def`", ast.AsyncFunctionDef: "a nested `def`",
-          ast.ClassDef: "`class`", ast.With: "`with`", ast.AsyncWith: "`with`", ast.Try: "`try`",
-          ast.Raise: "`raise`", ast.Yield: "`yield`", ast.YieldFrom: "`yield`", ast.Await: "`await`",
-          ast.Delete: "`del`", ast.ListComp: "a comprehension", ast.SetComp: "a comprehension",
-          ast.DictComp: "a comprehension", ast.GeneratorExp: "a comprehension", ast.List: "a list",
-          ast.Dict: "a dict", ast.Set: "a set", ast.JoinedStr: "an f-string", ast.NamedExpr: "`:=`",
-          ast.Starred: "`*` unpacking", ast.Match: "`match`", ast.AnnAssign: "an annotation",
-          ast.AsyncFor: "`async for`"}
-if hasattr(ast, "TryStar"):
-    _WORDS[ast.TryStar] = "`try`"
-_ALLOWED = (ast.Assign, ast.AugAssign, ast.Expr, ast.If, ast.For, ast.While, ast.Break, ast.Continue, ast.Pass,
-            ast.Return, ast.BoolOp, ast.BinOp, ast.UnaryOp, ast.Compare, ast.IfExp, ast.Subscript, ast.Tuple,
-            ast.Load, ast.Store, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
-
-
 class Checked:
     """A Triton kernel's source that passed the whitelist: its tree, the name of its ``def``
     and the names it takes from outside ({name: called?})."""
@@ -83,36 +67,16 @@ class Checked:
         self.name, self.source, self.tree, self.func, self.free = name, source, tree, func, free
 
 
-def _chain(node) -> list[str] | None:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id, *reversed(parts)]
-
-
 def _is_constexpr(node) -> bool:
-    return _chain(node) == ["tl", "constexpr"]
+    return chain(node) == ["tl", "constexpr"]
 
 
-class _Check(ast.NodeVisitor):
-    """Walks one kernel body; raises Refused at the first thing not allowed."""
+class _Check(WhitelistCheck):
+    """Walks one Triton kernel's body; raises Refused at the first thing not allowed."""
 
-    def __init__(self, name: str, params: set, stored: set):
-        self.name, self.params, self.stored = name, params, stored
-        self.free: dict[str, bool] = {}
-
-    def refuse(self, node, what: str, why: str = "") -> None:
-        line = getattr(node, "lineno", None)
-        raise Refused(f"{self.name} uses {what}, which a graded Triton kernel may not"
-                      f"{' (line ' + str(line) + ')' if line else ''}: {why or RULE}")
-
-    def generic_visit(self, node):
-        if not isinstance(node, _ALLOWED):
-            self.refuse(node, _WORDS.get(type(node), f"`{type(node).__name__}`"))
-        super().generic_visit(node)
+    ALLOWED = STATEMENTS_AND_EXPRESSIONS
+    WHO = "a graded Triton kernel"
+    RULE = RULE
 
     def name_ok(self, node, ident: str) -> None:
         if ident.startswith("_") and ident != "_":
@@ -145,13 +109,13 @@ class _Check(ast.NodeVisitor):
         self.refuse(node, f"`{text}`" + (" as a function" if call and chain[1] in TL_VALUES else ""))
 
     def visit_Attribute(self, node):
-        chain = _chain(node)
+        path = chain(node)
         if not isinstance(node.ctx, ast.Load):
             self.refuse(node, f"assignment to `.{node.attr}`")
-        if chain and chain[0] == "tl":
-            for part in chain:
+        if path and path[0] == "tl":
+            for part in path:
                 self.name_ok(node, part)
-            self._tl(node, chain, call=False)
+            self._tl(node, path, call=False)
             return
         inner, attrs = node, []
         while isinstance(inner, ast.Attribute):
@@ -165,7 +129,7 @@ class _Check(ast.NodeVisitor):
 
     def visit_Call(self, node):
         func = node.func
-        chain = _chain(func)
+        path = chain(func)
         if isinstance(func, ast.Name):
             self.name_ok(func, func.id)
             if func.id == "tl":
@@ -175,10 +139,10 @@ class _Check(ast.NodeVisitor):
                             "only tl.*, the built-ins and other @triton.jit functions may be called")
             if func.id not in VOCABULARY:
                 self.free[func.id] = True
-        elif chain and chain[0] == "tl":
-            for part in chain:
+        elif path and path[0] == "tl":
+            for part in path:
                 self.name_ok(func, part)
-            self._tl(func, chain, call=True)
+            self._tl(func, path, call=True)
         elif isinstance(func, ast.Attribute) and func.attr in VALUE_METHODS:
             self.visit(func.value)             # x.to(tl.float32): a value's cast
         else:
@@ -200,10 +164,10 @@ def _decorators(name: str, fn: ast.FunctionDef) -> None:
     for node in fn.decorator_list:
         target = node.func if isinstance(node, ast.Call) else node
         text = ast.unparse(node)[:80]
-        if _chain(target) == ["triton", "autotune"]:
+        if chain(target) == ["triton", "autotune"]:
             raise Refused(f"{name} is decorated with @triton.autotune: the grader chooses the meta-parameters "
                           "itself; remove the decorator")
-        if _chain(target) != ["triton", "jit"] or isinstance(node, ast.Call) and (node.args or node.keywords):
+        if chain(target) != ["triton", "jit"] or isinstance(node, ast.Call) and (node.args or node.keywords):
             raise Refused(f"{name} is decorated with `{text}`, which a graded kernel may not be: "
                           "use a bare @triton.jit")
     if len(fn.decorator_list) > 1:
@@ -212,20 +176,7 @@ def _decorators(name: str, fn: ast.FunctionDef) -> None:
 
 def check(name: str, source) -> Checked:
     """Check one Triton kernel's (or helper's) source as the student's kernel sent it."""
-    if type(source) is not str or not source.strip():
-        raise Refused(f"{name} is a Triton kernel whose source the grader could not read (define it in a cell "
-                      "with def and @triton.jit)")
-    if len(source) > MAX_SOURCE:
-        raise Refused(f"{name} has {len(source)} characters of source; a graded kernel may have {MAX_SOURCE}")
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
-        raise Refused(f"the source of {name} does not parse: {str(exc)[:200]}") from None
-    if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
-        raise Refused(f"{name} is too long for a graded kernel (more than {MAX_NODES} syntax nodes)")
-    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
-        raise Refused(f"the source of {name} is not one plain function definition")
-    fn = tree.body[0]
+    tree, fn = one_function(name, source, "Triton", MAX_SOURCE, MAX_NODES)
     _decorators(name, fn)
     args = fn.args
     if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults or fn.returns:

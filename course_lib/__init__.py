@@ -21,7 +21,7 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
   hardware, timing
 - 13_sharding_and_model_parallelism: parallel.zero, parallel.tensor_parallel,
   parallel.pipeline, parallel.planner, schedule, training_memory, models, hardware
-- 14_triton: triton_traffic, triton_kernels, hardware
+- 14_triton: triton_traffic (on triton_interpreter), triton_kernels, hardware
 - 15_attention: attention, attention_kernels, triton_traffic, roofline, hardware, timing
 
 Underneath: :mod:`.cuda_simulator` (GPU or simulator for Numba CUDA; :mod:`.hardware`

@@ -25,6 +25,8 @@ import os
 import platform
 from contextlib import contextmanager
 
+from .triton_interpreter import interpreted, jit_calls_interpreted, language_restored, unwrap
+
 MAX_PROGRAMS = 4096          # programs one counted launch may have (the interpreter runs them one by one)
 MAX_BLOCK = 1 << 16          # elements one tl.arange may have in a counted launch
 GUARD_BYTES = 4096           # unused bytes on either side of each tensor in a counted launch
@@ -210,79 +212,12 @@ def _counting(counter: _Counter):
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
     builder.create_make_range = bounded_range
     try:
-        with _language_restored(), _jit_calls_interpreted():
+        with language_restored(), jit_calls_interpreted():
             yield
     finally:
         for k in ("create_masked_load", "create_masked_store", "create_make_range"):
             builder.__dict__.pop(k, None)
         builder.__dict__.update(saved)
-
-
-@contextmanager
-def _language_restored():
-    """Put ``triton.language`` back as it was after one interpreted launch. Triton's interpreter
-    replaces the language's builtins (``tl.program_id``, ``tl.tensor.__mul__``, ``tl.dtype.to_ir``
-    ...) with its own while a kernel runs; Triton 3.9 restores them afterwards, earlier versions
-    (3.6, which torch 2.11's CUDA wheels bring) leave them patched, and every kernel compiled for
-    the GPU later in the same process then fails ("'ir.value' object has no attribute 'dtype'")."""
-    import triton.language as tl
-
-    spaces = [tl, tl.core, tl.math, tl.tensor, tl.dtype, getattr(tl.core, "condition", None),
-              getattr(tl.core, "tensor_descriptor_base", None)]
-    saved = [(space, dict(vars(space))) for space in dict.fromkeys(s for s in spaces if s is not None)]
-    try:
-        yield
-    finally:
-        for space, before in saved:
-            for name in [n for n in vars(space) if n not in before]:
-                delattr(space, name)
-            for name, value in before.items():
-                if vars(space).get(name, _ABSENT) is not value and name not in ("__dict__", "__weakref__", "__doc__"):
-                    setattr(space, name, value)
-
-
-_ABSENT = object()
-
-
-@contextmanager
-def _jit_calls_interpreted():
-    """Where Triton was loaded to compile for a GPU, its library functions (``tl.sum``,
-    ``tl.max``, ``tl.zeros`` ...) and a kernel's helpers are compiled ``JITFunction`` objects,
-    which refuse to be called outside a compiled kernel; for one counted launch, calling one runs
-    it in the interpreter instead. Nothing changes where Triton already interprets."""
-    from triton.runtime import jit
-    from triton.runtime.interpreter import InterpretedFunction
-
-    cls = jit.JITFunction
-    original = cls.__dict__.get("__call__")
-    cache: dict = {}
-
-    def call(self, *args, **kwargs):
-        runner = cache.get(id(self))
-        if runner is None:
-            runner = cache[id(self)] = InterpretedFunction(self.fn)
-        return runner(*args, **kwargs)
-
-    cls.__call__ = call
-    try:
-        yield
-    finally:
-        if original is None:
-            del cls.__call__
-        else:
-            cls.__call__ = original
-
-
-def interpreted(kernel):
-    """``kernel`` as Triton's interpreter runs it (itself when it is already interpreted)."""
-    from triton.runtime.interpreter import InterpretedFunction
-
-    if isinstance(kernel, InterpretedFunction):
-        return kernel
-    fn = getattr(kernel, "fn", None)
-    if not callable(fn):
-        raise TypeError(f"{kernel!r} is not a @triton.jit kernel")
-    return InterpretedFunction(fn)
 
 
 def _guarded(value):
@@ -310,14 +245,6 @@ def _grid(grid) -> tuple:
 def _arg_names(kernel) -> list[str]:
     fn = getattr(kernel, "fn", kernel)
     return list(inspect.signature(fn).parameters)
-
-
-def _unwrap(exc: BaseException) -> BaseException:
-    """The interpreter wraps a kernel's exception in an InterpreterError; the original is clearer."""
-    inner = exc
-    while inner.__cause__ is not None and type(inner).__name__ == "InterpreterError":
-        inner = inner.__cause__
-    return inner
 
 
 def _writable(names: list[str], outputs) -> set[str] | None:
@@ -351,7 +278,7 @@ def count(kernel, grid, *args, outputs=None, **meta) -> Traffic:
         try:
             runner[grid](*guarded, **meta)
         except Exception as exc:  # noqa: BLE001 - the kernel's own error, not the interpreter's wrapper
-            inner = _unwrap(exc)
+            inner = unwrap(exc)
             if inner is exc:
                 raise
             raise inner from None

@@ -8,51 +8,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .command_common import CourseError, notebook_problem, say
 from .doctor import cmd_doctor
-from .paths import BUILD, NOTEBOOKS, REPO, UnknownLesson
+from .grade_command import check_grade_input, cmd_grade, cmd_release
+from .paths import BUILD, REPO, UnknownLesson
 
 RELEASE = REPO / "release"   # nbgrader's release folder: the student versions, where students work
-
-
-class CourseError(Exception):
-    """Bad input or a missing tool: `course` prints the message as one line and exits 1."""
-
-
-def _say(message: str) -> None:
-    """Progress and per-lesson results go to stderr, so stdout stays the command's output."""
-    print(message, file=sys.stderr, flush=True)
-
-
-def one_lesson(ids: str) -> Path:
-    """The single lesson folder that ``ids`` names; CourseError for none or several."""
-    from .paths import lesson_dirs
-
-    chosen = lesson_dirs(ids)
-    if len(chosen) != 1:
-        raise CourseError(f"expected one lesson, got {len(chosen)} ({', '.join(p.name for p in chosen)}): "
-                          "give one lesson number such as 01")
-    return chosen[0]
-
-
-def _notebook_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be used as a notebook (None when it can be read)."""
-    import nbformat
-
-    if not path.is_file():
-        return f"{path} is missing"
-    try:
-        nbformat.read(str(path), as_version=4)
-    except Exception as exc:  # noqa: BLE001 - any reader failure means "not a notebook"
-        return f"{path} is not a readable notebook ({type(exc).__name__})"
-    return None
-
 
 
 def cmd_build(args) -> int:
     from .build import build, ok, publish_releases, table
 
     out = Path(args.out).resolve()
-    rows = build(args.lessons, out, progress=_say, workers=args.workers)
+    rows = build(args.lessons, out, progress=say, workers=args.workers)
     print(table(rows))
     if out == BUILD.resolve():  # the course's own build: students find their notebooks in release/
         lines = publish_releases(rows, out, RELEASE)
@@ -102,18 +70,18 @@ def cmd_slides(args) -> int:
         how = ("without outputs" if args.no_execute else
                f"from {reused.relative_to(out.resolve()) if reused.is_relative_to(out.resolve()) else reused}"
                if reused else "executing the lecture")
-        _say(f"[{n}/{len(lessons)}] {lesson.name}: {how} ...")
+        say(f"[{n}/{len(lessons)}] {lesson.name}: {how} ...")
         try:
-            problem = _notebook_problem(source)
+            problem = notebook_problem(source)
             if problem:
                 raise CourseError(problem)
             nb = source if args.no_execute else reused or execute_notebook(source)
             deck = build_deck(nb, out / "slides", lesson.name)
         except Exception as exc:  # noqa: BLE001 - one broken lecture must not stop the others
             failed.append(lesson.name)
-            _say(f"[{n}/{len(lessons)}] {lesson.name}: FAILED: {_one_line(exc)}")
+            say(f"[{n}/{len(lessons)}] {lesson.name}: FAILED: {_one_line(exc)}")
             continue
-        _say(f"[{n}/{len(lessons)}] {lesson.name}: {time.perf_counter() - start:.0f} s")
+        say(f"[{n}/{len(lessons)}] {lesson.name}: {time.perf_counter() - start:.0f} s")
         print(deck)
     if failed:
         raise CourseError(f"no deck for {', '.join(failed)} (see the lines above)")
@@ -146,118 +114,12 @@ def cmd_lab(args) -> int:
 
     missing = [p.name for p in lesson_dirs() if not (RELEASE / p.name / "exercises.ipynb").exists()]
     if missing:
-        _say(f"writing the student versions of {len(missing)} lesson(s) to {RELEASE} first ...")
+        say(f"writing the student versions of {len(missing)} lesson(s) to {RELEASE} first ...")
         os.chdir(REPO)
         args.lessons = ",".join(missing)
         cmd_release(args)
     # from the course folder: nbgrader's lab extension reads nbgrader_config.py from there
     return subprocess.call(lab_command(args.extra), cwd=REPO)
-
-
-def _root_course():
-    from .grading import CourseDir
-
-    return CourseDir(REPO, NOTEBOOKS)
-
-
-def cmd_release(args) -> int:
-    import time
-
-    from .grading import GradingError, ReleaseKept, release
-    from .paths import lesson_dirs
-
-    lessons = lesson_dirs(args.lessons)
-    failed, kept = [], []
-    for n, lesson in enumerate(lessons, start=1):
-        start = time.perf_counter()
-        problem = _notebook_problem(lesson / "exercises.ipynb")
-        try:
-            if problem:
-                raise CourseError(problem)
-            folder = release(_root_course(), lesson.name, force=getattr(args, "force", False))
-        except ReleaseKept as exc:
-            kept.append(lesson.name)
-            _say(f"[{n}/{len(lessons)}] {lesson.name}: KEPT: {exc}")
-            continue
-        except (CourseError, GradingError) as exc:
-            failed.append(lesson.name)
-            _say(f"[{n}/{len(lessons)}] {lesson.name}: FAILED: {str(exc).strip().splitlines()[0][:300]}")
-            continue
-        _say(f"[{n}/{len(lessons)}] {lesson.name}: {time.perf_counter() - start:.0f} s")
-        print(folder / "exercises.ipynb")
-    if failed or kept:
-        raise CourseError("; ".join(
-            ([f"no student version for {', '.join(failed)} (see the lines above)"] if failed else []) +
-            ([f"not replaced, because they hold work: {', '.join(kept)} (see the lines above; --force replaces "
-              "them and keeps each old file beside the new one)"] if kept else [])))
-    return 0
-
-
-def cmd_grade(args) -> int:
-    """Sandboxed autograding of one lesson's submissions (all, or one shard), then the grades
-    CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
-    gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
-    fault or bad input; 2 when no sandbox is available and the grader did not accept that."""
-    from .grading import GradingError, Limits, SandboxUnavailable, grade_lesson, limits_in_force, merge_lesson
-    from .grading import sandbox as grading_sandbox
-    from .paths import lesson_dirs
-
-    try:
-        lessons = lesson_dirs(args.lesson)
-    except (SystemExit, Exception) as exc:  # noqa: BLE001 - bad input: one line, not a traceback
-        print(f"course grade: unknown lesson {args.lesson!r} ({exc})", file=sys.stderr)
-        return 1
-    if len(lessons) != 1:
-        print(f"course grade: give exactly one lesson, not {args.lesson!r}", file=sys.stderr)
-        return 1
-    lesson = lessons[0]
-    shard = (0, 1)
-    if args.shard:
-        try:
-            index, count = (int(x) for x in args.shard.split("/"))
-            assert 0 <= index < count
-        except (ValueError, AssertionError):
-            print(f"course grade: --shard wants I/N with 0 <= I < N, not {args.shard!r}", file=sys.stderr)
-            return 1
-        shard = (index, count)
-    if args.submissions and not Path(args.submissions).is_dir():
-        print(f"course grade: no submissions folder {args.submissions}", file=sys.stderr)
-        return 1
-    try:
-        if args.merge:
-            outcomes = merge_lesson(lesson)
-        else:
-            sandbox = not args.no_sandbox_i_trust_this_code
-            if not sandbox:
-                print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
-                      "this user can, use the network and other students' work. Only for code you trust.",
-                      file=sys.stderr)
-            elif not grading_sandbox.bubblewrap():
-                print(f"course grade: refusing to run student code without a sandbox. {grading_sandbox.why_no_sandbox()} "
-                      "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
-                return 2
-            limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
-                            notebook_seconds=args.notebook_timeout, gpu=args.gpu)
-            print(f"limits: memory and processes bounded {limits_in_force()}"
-                  + ("; GPU passed in (no address-space limit)" if args.gpu else "; no GPU inside the sandbox"),
-                  file=sys.stderr)
-            outcomes = grade_lesson(lesson, submissions=Path(args.submissions) if args.submissions else None,
-                                    workers=args.workers, limits=limits, sandbox=sandbox,
-                                    feedback=not args.no_feedback, shard=shard)
-    except (GradingError, SandboxUnavailable) as exc:
-        print(f"course grade: {exc}", file=sys.stderr)
-        return 1
-    for o in outcomes:
-        got = f"{o.score:g}" if o.score == o.score else ("error" if o.status == "error" else "none")
-        print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
-    failed = any(o.status == "error" for o in outcomes)  # a refused submission is processed: its row says why
-    if shard[1] > 1 and not args.merge:
-        print(f"shard {shard[0]}/{shard[1]} done; after every shard: course grade {lesson.name} --merge")
-        return 1 if failed else 0
-    print(f"grades: {BUILD / f'grades_{lesson.name}.csv'}")
-    if not args.no_feedback:
-        print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
-    return 1 if failed else 0
 
 
 def cmd_bench(args) -> int:
@@ -339,47 +201,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     return parser().parse_args(argv)
 
 
-# the limits `course grade` accepts: (flag, attribute, smallest, largest, unit). Below the smallest
-# every submission fails for the grader's reason, not the student's (a 0 s cell limit, nbgrader's
-# "-1 = no limit"); there is no "no limit": the largest is a day per cell and per notebook.
-GRADE_LIMITS = (("--cell-timeout", "cell_timeout", 1.0, 86400.0, "seconds"),
-                ("--notebook-timeout", "notebook_timeout", 10.0, 86400.0, "seconds"),
-                ("--memory-gib", "memory_gib", 1.0, 1024.0, "GiB"))
-
-
-def _check_limits(args) -> None:
-    """CourseError (one line) for a grading limit that is not a number in its range."""
-    import math
-
-    for flag, attr, low, high, unit in GRADE_LIMITS:
-        value = getattr(args, attr, None)
-        if value is None:
-            continue
-        if not math.isfinite(value) or not low <= value <= high:
-            hint = (f" (nbgrader's -1 for 'no limit' is not offered: the longest is {high:g})"
-                    if value < 0 and unit == "seconds" else "")
-            raise CourseError(f"{flag} {value:g}: give {unit} from {low:g} to {high:g}{hint}; "
-                              "nothing was graded")
-    if getattr(args, "notebook_timeout", None) is not None and args.notebook_timeout < args.cell_timeout:
-        raise CourseError(f"--notebook-timeout {args.notebook_timeout:g} is shorter than --cell-timeout "
-                          f"{args.cell_timeout:g}; nothing was graded")
-
-
 def _check_input(args) -> None:
     """Refuse bad input before any work starts (each with one plain line)."""
     if args.command == "grade":
-        one_lesson(args.lesson)
-        if args.submissions:
-            from .grading.intake import folder_problem
-            from .grading.submission import SubmissionProblem
-            try:
-                folder_problem(Path(args.submissions))
-            except SubmissionProblem as exc:
-                raise CourseError(str(exc)) from None
-        _check_limits(args)
-        from .grading.sandbox import SLOTS
-        if not 1 <= args.workers <= SLOTS:
-            raise CourseError(f"--workers must be between 1 and {SLOTS} (submissions graded at once by one grader)")
+        check_grade_input(args)
     if args.command == "build" and args.workers is not None and args.workers < 1:
         raise CourseError("--workers must be 1 or more")
     for attr in ("lessons", "lesson"):

@@ -185,11 +185,12 @@ def student_course(tmp_path, monkeypatch):
     `course` command sees its own checkout."""
     import shutil
 
-    from course_tools import paths
+    from course_tools import grade_command, paths
 
     shutil.copytree(paths.NOTEBOOKS / "00_setup", tmp_path / "notebooks" / "00_setup")
     shutil.copyfile(paths.REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
-    for module, name, value in ((paths, "NOTEBOOKS", tmp_path / "notebooks"), (cli, "NOTEBOOKS", tmp_path / "notebooks"),
+    for module, name, value in ((paths, "NOTEBOOKS", tmp_path / "notebooks"),
+                                (grade_command, "NOTEBOOKS", tmp_path / "notebooks"), (grade_command, "REPO", tmp_path),
                                 (cli, "REPO", tmp_path), (cli, "RELEASE", tmp_path / "release")):
         monkeypatch.setattr(module, name, value)
     monkeypatch.chdir(tmp_path)

@@ -155,9 +155,10 @@ def student_returns_a_list(tensor):
 
 def student_rewrites_the_check_in_its_worker(tensor):
     import sys
+    for name in ("course_lib.checks.collectives", "course_lib.checks.worker_results"):
+        sys.modules[name].worst = lambda values: 0.0
+        sys.modules[name].difference = lambda got, expected: 0.0
     module = sys.modules["course_lib.checks.collectives"]
-    module._worst = lambda values: 0.0
-    module._difference = lambda got, expected: 0.0
     module.check_allreduce = lambda *a, **k: {"error": 0.0, "in_place_error": 0.0}
     return tensor.mul_(3.0)
 

@@ -52,7 +52,8 @@ def step_that_rewrites_the_check_in_its_worker(model, micro_batches, optimizer):
     """Trains nothing; rewrites the check where it runs (the worker) instead."""
     import sys
     module = sys.modules["course_lib.checks.ddp"]
-    module._worst = lambda values: 0.0
+    for target in (module, sys.modules["course_lib.checks.worker_results"]):
+        target.worst = lambda values: 0.0
     module.reference_step_params = lambda *a, **k: [p.detach().clone() for p in model.parameters()]
     return 0.0
 

@@ -27,7 +27,6 @@ rewrites a worker can get around them; the sums cannot be misreported that way.
 """
 from __future__ import annotations
 
-import math
 import secrets
 import sys
 
@@ -36,6 +35,7 @@ import torch.distributed as dist
 
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
+from .worker_results import MalformedResult, difference, worst
 
 
 def _shape(size) -> tuple[int, ...]:
@@ -79,10 +79,6 @@ def student_worker(job, inputs: list, point_to_point_only: bool = True) -> dict:
     return {"calls": calls, "library_modules": library}
 
 
-class MalformedResult(ValueError):
-    """A worker sent back data of the wrong kind (its code was tampered with)."""
-
-
 def _raw_calls(result, rank: int, shapes: list) -> dict:
     """A worker's raw data, checked for kind and shape before anything is computed from it."""
     def refuse(what):
@@ -107,19 +103,6 @@ def _raw_calls(result, rank: int, shapes: list) -> dict:
     return {"calls": calls, "library_modules": library}
 
 
-def _difference(got, expected) -> float:
-    """Largest absolute difference (inf for a wrong shape or anything but a number tensor)."""
-    if not torch.is_tensor(got) or got.shape != expected.shape or got.is_complex() or got.dtype == torch.bool:
-        return math.inf
-    return float((got.to(torch.float64) - expected).abs().max()) if got.numel() else 0.0
-
-
-def _worst(values) -> float:
-    """The largest of ``values`` (floats), NaN when any is NaN (``max`` would skip it)."""
-    values = list(values)
-    return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
-
-
 def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: float = 60.0,
                     point_to_point_only: bool = True) -> dict:
     """Run ``fn(tensor)`` (a function from a notebook, or the grader's stand-in for one, shipped
@@ -142,8 +125,8 @@ def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: flo
     for r in raw:
         for call, total in zip(r["calls"], sums):
             got = call["input_after"] if call["returned"] is None else call["returned"]
-            errors.append(_difference(got, total))
-            in_place.append(_difference(call["input_after"], total))
-    return {"error": _worst(errors), "in_place_error": _worst(in_place),
+            errors.append(difference(got, total))
+            in_place.append(difference(call["input_after"], total))
+    return {"error": worst(errors), "in_place_error": worst(in_place),
             "returns_input": all(call["returns_input"] for r in raw for call in r["calls"]),
             "library_modules": sorted({m for r in raw for m in r["library_modules"]})}

@@ -26,7 +26,6 @@ compared with the caller's own training.
 """
 from __future__ import annotations
 
-import math
 import secrets
 
 import torch
@@ -37,6 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
+from .worker_results import MalformedResult, difference, worst
 
 LR, STEPS = 0.1, 2  # SGD learning rate, optimizer steps
 
@@ -116,10 +116,6 @@ def reference_step_params(world: int, micro: int, lr: float, steps: int, seed: i
     return [p.detach().clone() for p in model.parameters()]
 
 
-class MalformedResult(ValueError):
-    """A worker sent back data of the wrong kind (its code was tampered with)."""
-
-
 def _raw_step(result, rank: int, shapes: list, steps: int) -> dict:
     """A worker's raw data, checked for kind and shape before anything is computed from it."""
     def refuse(what):
@@ -138,16 +134,6 @@ def _raw_step(result, rank: int, shapes: list, steps: int) -> dict:
         refuse("allreduce counts")
     return {"params": [p.detach().to(torch.float64) for p in params], "losses": [float(v) for v in losses],
             "allreduces": list(allreduces)}
-
-
-def _worst(values) -> float:
-    """The largest of ``values`` (floats), NaN when any is NaN (``max`` would skip it)."""
-    values = list(values)
-    return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
-
-
-def _difference(a, b) -> float:
-    return float((a.to(torch.float64) - b.to(torch.float64)).abs().max()) if a.numel() else 0.0
 
 
 def check_step(step, world: int = 2, micro: int = 3, timeout: float = 60.0) -> dict:
@@ -172,9 +158,9 @@ def check_step(step, world: int = 2, micro: int = 3, timeout: float = 60.0) -> d
     with torch.no_grad():
         first_loss = [float(F.cross_entropy(model(share_X), share_y))
                       for share_X, share_y in (_share(X, y, rank, world) for rank in range(world))]
-    return {"max_error": _worst(_difference(a, b) for r in raw for a, b in zip(r["params"], expected)),
-            "rank_difference": _worst(_difference(a, b) for r in raw[1:]
+    return {"max_error": worst(difference(a, b) for r in raw for a, b in zip(r["params"], expected)),
+            "rank_difference": worst(difference(a, b) for r in raw[1:]
                                       for a, b in zip(r["params"], raw[0]["params"])),
             "losses": [r["losses"] for r in raw],
-            "loss_error": _worst(abs(r["losses"][0] - first_loss[rank]) for rank, r in enumerate(raw)),
+            "loss_error": worst(abs(r["losses"][0] - first_loss[rank]) for rank, r in enumerate(raw)),
             "allreduces": [r["allreduces"] for r in raw]}

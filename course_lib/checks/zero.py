@@ -24,12 +24,9 @@ import torch.distributed as dist
 
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
+from .worker_results import MalformedResult, difference, worst
 
 STEPS, LR, BETA = 3, 0.1, 0.9  # steps per size, learning rate, momentum
-
-
-class MalformedResult(ValueError):
-    """A worker sent back data of the wrong kind (its code was tampered with)."""
 
 
 def sharded_step_reference(param, grads, momentum, lr: float, beta: float):
@@ -106,19 +103,6 @@ def _raw_steps(result, rank: int, n_problems: int, steps: int) -> dict:
     return result
 
 
-def _difference(got, expected) -> float:
-    """Largest absolute difference (inf for a wrong shape)."""
-    if tuple(got.shape) != tuple(expected.shape):
-        return math.inf
-    return float((got.to(torch.float64) - expected).abs().max()) if got.numel() else 0.0
-
-
-def _worst(values) -> float:
-    """The largest of ``values`` (floats), NaN when any is NaN (``max`` would skip it)."""
-    values = list(values)
-    return math.nan if any(math.isnan(v) for v in values) else max(values, default=0.0)
-
-
 def check_sharded_step(fn, world_size: int = 2, numels=(8, 10), timeout: float = 90.0) -> float:
     """Run a notebook's ``fn(param, grad, momentum_shard, lr, beta)`` (shipped as source) on
     ``world_size`` gloo processes, 3 steps for each size in ``numels``, and judge what they
@@ -139,6 +123,6 @@ def check_sharded_step(fn, world_size: int = 2, numels=(8, 10), timeout: float =
             param, momentum = sharded_step_reference(param, step_grads, momentum, LR, BETA)
             for rank, r in enumerate(raw):
                 lo, hi = _owned_range(param.numel(), rank, world_size)
-                differences.append(_difference(r["params"][i][step], param))
-                differences.append(_difference(r["momenta"][i][step], momentum[lo:hi]))
-    return _worst(differences)
+                differences.append(difference(r["params"][i][step], param))
+                differences.append(difference(r["momenta"][i][step], momentum[lo:hi]))
+    return worst(differences)

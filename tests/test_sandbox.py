@@ -457,7 +457,7 @@ def test_where_systemd_can_start_scopes_each_sandbox_gets_its_own_cgroup_limits(
     monkeypatch.setattr(sandbox, "systemd_scope", lambda: "/usr/bin/systemd-run")
     limits = Limits(memory_bytes=3 * 2**30, processes=77)
     argv = sandbox.sandbox_argv(["python", "-c", "pass"], None, tmp_path, None, None, limits=limits)
-    assert argv[:8] == ["/usr/bin/systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={3 * 2**30}",
-                        "-p", "TasksMax=77", "--"]
-    assert argv[8] == "/usr/bin/bwrap" and argv[-3:] == ["python", "-c", "pass"]
+    assert argv[:10] == ["/usr/bin/systemd-run", "--scope", "--quiet", "-p", f"MemoryMax={3 * 2**30}",
+                         "-p", "TasksMax=77", "-p", "CPUWeight=100", "--"]
+    assert argv[10] == "/usr/bin/bwrap" and argv[-3:] == ["python", "-c", "pass"]
     assert "systemd scope" in sandbox.limits_in_force()

@@ -108,6 +108,9 @@ class Runner:
 
     # -- the student's kernel ----------------------------------------------------------
     def restart_kernel(self, deadline: float) -> None:
+        """A fresh kernel with the cells that ran fine run again; if running them again takes the
+        sandbox past a limit once more, a fresh kernel without them (later cells then fail on
+        what is missing, with their own reasons)."""
         self.kinds = None
         self.kernel.restart()
         self.kernel.execute(HELPERS, self.limits.cell_seconds, keep=False)
@@ -115,6 +118,9 @@ class Runner:
             left = max(1.0, min(self.limits.cell_seconds, deadline - time.monotonic()))
             if self.kernel.execute(code, left).status != "ok":
                 break
+        if not self.kernel.alive():
+            self.kernel.restart()
+            self.kernel.execute(HELPERS, self.limits.cell_seconds, keep=False)
 
     def _ask_kernel(self, code: str, timeout: float):
         """Run a helper call in the kernel (output discarded); its decoded reply or None."""

@@ -116,6 +116,8 @@ class SandboxKernel(SandboxedProcess):
         the execute_reply's status. The status comes from the kernel's reply on the shell
         channel, not from what the cell displayed, so hiding tracebacks does not hide a failure."""
         kc = self.client
+        if kc is None or not self.alive():   # stopped at a limit, or never started: nothing runs
+            return CellRun(status="died", exit_code=self.proc.returncode if self.proc is not None else None)
         msg_id = kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
         run = CellRun(status="pending")
         run.text = ""

@@ -26,6 +26,7 @@ class CheckerProcess(SandboxedProcess):
         self.scanned = 0            # bytes of ``buffer`` already searched for a newline
         self.tmp: Path | None = None
         self.limit_hit = ""         # the sandbox-wide limit the watchdog enforced while waiting
+        self.watch_at = self.disk_at = 0.0   # when the watchdog next looks at the sandbox, and at its disk
 
     def _watched(self) -> tuple:
         return (self.tmp,)
@@ -36,6 +37,8 @@ class CheckerProcess(SandboxedProcess):
         self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
         tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
         self.limit_hit = ""
+        self.watch_at = time.monotonic() + WATCH_SECONDS
+        self.disk_at = time.monotonic() + 1.0
         command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
         self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
         if wait:
@@ -58,7 +61,6 @@ class CheckerProcess(SandboxedProcess):
         watched as the student's kernel is (the student's code runs in its worker processes):
         past a sandbox-wide limit it is killed, :attr:`limit_hit` says which, and None returns."""
         deadline = time.monotonic() + timeout
-        disk_at = time.monotonic() + 1.0
         while (end := self.buffer.find(b"\n", self.scanned)) < 0:
             self.scanned = len(self.buffer)
             if len(self.buffer) > MAX_REPLY_BYTES:
@@ -69,9 +71,10 @@ class CheckerProcess(SandboxedProcess):
             left = deadline - now
             if left <= 0 or self.proc is None:
                 return None
-            if self.sandbox and self.alive():
-                self.limit_hit = self._over_limit(now > disk_at)
-                disk_at = now + 1.0 if now > disk_at else disk_at
+            if self.sandbox and now > self.watch_at and self.alive():  # at most every WATCH_SECONDS
+                self.limit_hit = self._over_limit(now > self.disk_at)
+                self.watch_at = now + WATCH_SECONDS
+                self.disk_at = now + 1.0 if now > self.disk_at else self.disk_at
                 if self.limit_hit:
                     self.kill()
                     return None

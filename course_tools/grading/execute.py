@@ -219,6 +219,71 @@ def _checker_outputs(reply: dict) -> list:
     return outputs
 
 
+def _test_cell(r: Runner, ex: Execution, cell, gid: str, number: int, deadline: float, timeout: float, hidden: list):
+    """The visible part of a test cell judged in the checker now; its hidden part kept for the end."""
+    visible, secret = split_hidden(cell.source)
+    r.run_setup(r.lesson["position"].get(gid, 0), deadline)
+    r.where = f"cell {number} (test {gid})"
+    generation = r.generation
+    reply = r.checker_run(visible, time.monotonic() + timeout, save=gid if secret else "")
+    ex.notes += r.notes
+    r.notes = []
+    ex.verdicts[gid] = Verdict(bool(reply.get("ok")), _checker_outputs(reply))
+    if secret:
+        hidden.append((gid, secret, visible, generation if r.generation == generation else None))
+
+
+def _student_cell(r: Runner, ex: Execution, cell, index: int, deadline: float, timeout: float) -> None:
+    """One of the student's cells run in the kernel; a cell that timed out or died leaves a
+    fresh kernel with the cells before it run again."""
+    number, limits = index + 1, r.limits
+    r.kinds = None
+    run = r.kernel.execute(cell.source, timeout)
+    note = _describe_failure(run, number, limits, r.kernel.limit_hit)
+    if note:
+        ex.notes.append(note)
+    if run.truncated:
+        ex.notes.append(f"output of cell {number} cut (limits: {limits.output_bytes} bytes per cell, "
+                        f"{limits.notebook_output_bytes} per notebook)")
+    ex.outputs[index] = list(run.outputs) + ([_error_output("SandboxLimit", note or "stopped")]
+                                             if run.status in ("timeout", "died") else [])
+    if run.status == "ok":
+        r.replay.append(cell.source)
+    if run.status in ("timeout", "died"):
+        if run.status == "timeout":
+            r.kernel.interrupt()
+            if r.kernel.alive() and r.kernel.execute("pass", timeout=3).status == "ok":
+                return  # the interrupt stopped it; the kernel lives on
+        r.restart_kernel(deadline)
+        ex.notes.append(f"the kernel was restarted after cell {number} and the earlier cells run again")
+
+
+def _hidden_tests(r: Runner, ex: Execution, hidden: list, deadline: float) -> None:
+    """The hidden parts, after the whole notebook (nothing printed any more is shown)."""
+    limits = r.limits
+    for gid, secret, visible, generation in hidden:
+        left = deadline - time.monotonic()
+        r.where = f"the hidden tests of {gid}"
+        reply = {"ok": False, "ename": "TimeoutError", "evalue": "notebook time limit reached"}
+        if generation != r.generation and not ex.verdicts[gid].passed:
+            left = 0                      # failed already, and its namespace is gone
+        elif left > 0 and generation != r.generation:
+            # the checker that saved this cell's namespace was restarted since (a later cell ran
+            # past its deadline): run the visible part again in this one, then the hidden part
+            r.run_setup(r.lesson["position"].get(gid, 0), deadline)
+            reply = r.checker_run(visible, time.monotonic() + min(limits.cell_seconds, left), save=gid)
+            left = deadline - time.monotonic() if reply.get("ok") else 0
+        if left > 0:
+            reply = r.checker_run(secret, time.monotonic() + min(limits.cell_seconds, left), ns=gid)
+        ex.notes += r.notes
+        r.notes = []
+        verdict = ex.verdicts[gid]
+        verdict.passed = verdict.passed and bool(reply.get("ok"))
+        verdict.outputs.append(_error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")
+                               if not reply.get("ok") else
+                               {"output_type": "stream", "name": "stdout", "text": "hidden tests: passed\n"})
+
+
 def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int = 0, sandbox: bool = True,
                        scratch: Path | None = None) -> Execution:
     """Run a restored notebook as described in the module docstring. ``lesson`` holds the
@@ -226,7 +291,7 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
     ex = Execution()
     r = Runner(folder, limits, lesson, slot, sandbox, scratch)
     deadline = time.monotonic() + limits.notebook_seconds
-    hidden = []
+    hidden: list = []
     try:
         r.start_checker(wait=False)  # before any student code; both start at once
         r.kernel.start()
@@ -235,67 +300,17 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
         for index, cell in enumerate(nb.cells):
             if cell.cell_type != "code":
                 continue
-            number, left = index + 1, deadline - time.monotonic()
-            gid = _nb_meta(cell).get("grade_id") if is_test_cell(cell) else None
-            if left <= 0:
-                ex.notes.append(f"notebook time limit ({limits.notebook_seconds:g} s) reached before cell {number}; "
-                                "the remaining cells did not run")
-                break
-            timeout = min(limits.cell_seconds, left)
-            if gid:
-                visible, secret = split_hidden(cell.source)
-                r.run_setup(lesson["position"].get(gid, 0), deadline)
-                r.where = f"cell {number} (test {gid})"
-                generation = r.generation
-                reply = r.checker_run(visible, time.monotonic() + timeout, save=gid if secret else "")
-                ex.notes += r.notes
-                r.notes = []
-                ex.verdicts[gid] = Verdict(bool(reply.get("ok")), _checker_outputs(reply))
-                if secret:
-                    hidden.append((gid, secret, visible, generation if r.generation == generation else None))
-                continue
-            r.kinds = None
-            run = r.kernel.execute(cell.source, timeout)
-            note = _describe_failure(run, number, limits, r.kernel.limit_hit)
-            if note:
-                ex.notes.append(note)
-            if run.truncated:
-                ex.notes.append(f"output of cell {number} cut (limits: {limits.output_bytes} bytes per cell, "
-                                f"{limits.notebook_output_bytes} per notebook)")
-            outputs = list(run.outputs)
-            if run.status in ("timeout", "died"):
-                outputs.append(_error_output("SandboxLimit", note or "stopped"))
-            ex.outputs[index] = outputs
-            if run.status == "ok":
-                r.replay.append(cell.source)
-            if run.status in ("timeout", "died"):
-                if run.status == "timeout":
-                    r.kernel.interrupt()
-                    if r.kernel.alive() and r.kernel.execute("pass", timeout=3).status == "ok":
-                        continue  # the interrupt stopped it; the kernel lives on
-                r.restart_kernel(deadline)
-                ex.notes.append(f"the kernel was restarted after cell {number} and the earlier cells run again")
-        for gid, secret, visible, generation in hidden:  # after the whole notebook: nothing printed is shown
             left = deadline - time.monotonic()
-            r.where = f"the hidden tests of {gid}"
-            reply = {"ok": False, "ename": "TimeoutError", "evalue": "notebook time limit reached"}
-            if generation != r.generation and not ex.verdicts[gid].passed:
-                left = 0                      # failed already, and its namespace is gone
-            elif left > 0 and generation != r.generation:
-                # the checker that saved this cell's namespace was restarted since (a later cell ran
-                # past its deadline): run the visible part again in this one, then the hidden part
-                r.run_setup(lesson["position"].get(gid, 0), deadline)
-                reply = r.checker_run(visible, time.monotonic() + min(limits.cell_seconds, left), save=gid)
-                left = deadline - time.monotonic() if reply.get("ok") else 0
-            if left > 0:
-                reply = r.checker_run(secret, time.monotonic() + min(limits.cell_seconds, left), ns=gid)
-            ex.notes += r.notes
-            r.notes = []
-            verdict = ex.verdicts[gid]
-            verdict.passed = verdict.passed and bool(reply.get("ok"))
-            verdict.outputs.append(_error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")
-                                   if not reply.get("ok") else
-                                   {"output_type": "stream", "name": "stdout", "text": "hidden tests: passed\n"})
+            if left <= 0:
+                ex.notes.append(f"notebook time limit ({limits.notebook_seconds:g} s) reached before cell "
+                                f"{index + 1}; the remaining cells did not run")
+                break
+            gid = _nb_meta(cell).get("grade_id") if is_test_cell(cell) else None
+            if gid:
+                _test_cell(r, ex, cell, gid, index + 1, deadline, min(limits.cell_seconds, left), hidden)
+            else:
+                _student_cell(r, ex, cell, index, deadline, min(limits.cell_seconds, left))
+        _hidden_tests(r, ex, hidden, deadline)
     finally:
         r.close()
     return ex

@@ -28,7 +28,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_tools import cli, paths
+from course_tools import cli, grade_command, paths
 from course_tools.grading import grade as grade_mod
 from course_tools.grading import sandbox
 
@@ -83,7 +83,8 @@ def course(tmp_path_factory):
     shutil.copytree(paths.NOTEBOOKS / LESSON, root / "notebooks" / LESSON)
     shutil.copyfile(paths.REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     mp = pytest.MonkeyPatch()
-    for module, name, value in ((paths, "NOTEBOOKS", root / "notebooks"), (cli, "NOTEBOOKS", root / "notebooks"),
+    for module, name, value in ((paths, "NOTEBOOKS", root / "notebooks"), (grade_command, "NOTEBOOKS", root / "notebooks"),
+                                (grade_command, "REPO", root), (grade_command, "BUILD", root / "build"),
                                 (cli, "REPO", root), (cli, "RELEASE", root / "release"), (cli, "BUILD", root / "build"),
                                 (grade_mod, "REPO", root), (grade_mod, "NOTEBOOKS", root / "notebooks")):
         mp.setattr(module, name, value)

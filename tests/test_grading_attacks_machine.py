@@ -120,16 +120,17 @@ def test_an_endless_line_from_the_checker_is_cut_off(tmp_path, monkeypatch):
         checker.proc.wait()
 
 
-# one shell that starts 150 spinning shells, each in a session of its own, and returns at once:
-# where the scheduler shares the CPUs by session (autogroup), that is 150 shares against the honest one's
+# one shell that starts 40 spinning shells, each in a session of its own, and returns at once:
+# where the scheduler shares the CPUs by session (autogroup), that is 40 shares against the honest one's
+# (the issue's attack used 150; fewer keep this test short, and the check below is of membership)
 BUSY = ("import subprocess\n"
-        "subprocess.Popen(['sh', '-c', 'for i in $(seq 150); do setsid sh -c \"while :; do :; done\" & done'])\n")
+        "subprocess.Popen(['sh', '-c', 'for i in $(seq 40); do setsid sh -c \"while :; do :; done\" & done'])\n")
 
 
 @pytest.mark.skipif(not cpu_share.available(), reason="no CPU cgroup here: " + cpu_share.describe())
 def test_a_student_who_forks_busy_processes_takes_no_cpu_from_the_one_beside(tmp_path, monkeypatch):
-    """Graded at once in two slots: 150 spinning processes, each in a session of its own, in one
-    student's kernel. Where the CPUs are shared by session they took 150 shares to the honest
+    """Graded at once in two slots: spinning processes, each in a session of its own, in one
+    student's kernel. Where the CPUs are shared by session 150 of them took 150 shares to the honest
     student's one (on this 2-core machine the pair took 101 s to grade instead of 30 s; in lesson
     11 the honest student fell from 12/12 to 2/12 by timeouts). With one CPU cgroup per sandbox
     every spinner stays in its sandbox's group, and the honest student keeps every point."""
@@ -156,4 +157,4 @@ def test_a_student_who_forks_busy_processes_takes_no_cpu_from_the_one_beside(tmp
                                                    workers=2, limits=limits, progress=False)}
     assert outcomes["honest"].score == FULL, _reason(outcomes["honest"])
     assert "timed out" not in _reason(outcomes["honest"])
-    assert max(in_group, default=0) > 150, in_group   # the spinners (and the kernel) never left the group
+    assert max(in_group, default=0) > 40, in_group   # the spinners (and the kernel) never left the group

@@ -245,12 +245,6 @@ def allocated_bytes(fn) -> int:
 def kernel_source(name: str) -> str:
     """The source of one function of :mod:`course_lib.attention_kernels` (decorator included),
     read from its file without importing Triton, so that it can be shown where Triton cannot run."""
-    import ast
+    from .triton_traffic import lecture_kernel_source
 
-    path = Path(__file__).with_name("attention_kernels.py")
-    text = path.read_text()
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            return "\n".join(text.splitlines()[first - 1:node.end_lineno]) + "\n"
-    raise KeyError(f"course_lib.attention_kernels has no function {name!r}")
+    return lecture_kernel_source(name, module="attention_kernels")

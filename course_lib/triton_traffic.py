@@ -326,16 +326,17 @@ def launch(kernel, grid, *args, outputs=None, **meta) -> None:
             a.copy_(m.cpu())
 
 
-def lecture_kernel_source(name: str) -> str:
-    """The source of one of ``course_lib.triton_kernels``' kernels read from its file, without
-    importing Triton: what lesson 14 shows where Triton cannot be installed (macOS, Windows)."""
+def lecture_kernel_source(name: str, module: str = "triton_kernels") -> str:
+    """The source of one function (decorator included) of ``course_lib.<module>`` (lesson 14's
+    ``triton_kernels``, lesson 15's ``attention_kernels``) read from its file, without importing
+    Triton: what the lessons show where Triton cannot be installed (macOS, Windows)."""
     import ast
     from pathlib import Path
 
-    path = Path(__file__).with_name("triton_kernels.py")
+    path = Path(__file__).with_name(f"{module}.py")
     text = path.read_text()
     for node in ast.parse(text).body:
         if isinstance(node, ast.FunctionDef) and node.name == name:
             first = min([node.lineno] + [d.lineno for d in node.decorator_list])
             return "\n".join(text.splitlines()[first - 1:node.end_lineno]) + "\n"
-    raise KeyError(f"course_lib.triton_kernels has no function {name!r}")
+    raise KeyError(f"course_lib.{module} has no function {name!r}")

@@ -66,7 +66,8 @@ FIT_CHECK = """() => {
 MATH_TYPESET = "new Promise(done => window.MathJax && MathJax.Hub ? MathJax.Hub.Queue(done) : done())"
 # screenshots are JPEG: about a third less browser CPU per slide than PNG (measured), as legible
 SHOT_QUALITY = 85
-MIN_ZOOM = 0.6   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal)
+MIN_ZOOM = 0.75   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal):
+                  # below it code is under 16 px on a 720 px slide, unreadable from the back row
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
@@ -193,6 +194,9 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
     if any("plt." in c.source for c in lecture.cells if c.cell_type == "code"):
         assert page.evaluate("document.querySelectorAll('.reveal .jp-RenderedImage img').length") > 0, \
             "the lecture draws figures but the deck shows none"
+    diagrams = page.evaluate("[...document.querySelectorAll('.reveal img.course-diagram')].map(i => i.alt)")
+    assert diagrams and all(len(alt) > 20 for alt in diagrams), \
+        f"every lecture shows at least one diagram with alternative text (course_lib.diagrams.show); got {diagrams}"
     if any("$" in c.source for c in lecture.cells if c.cell_type == "markdown"):
         assert page.evaluate("document.querySelectorAll('.MathJax_CHTML, .mjx-chtml').length") > 0, \
             "math was not typeset"

@@ -1,5 +1,6 @@
 """Structure every lesson must have (cheap: reads the JSON, runs nothing)."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,7 @@ from course_tools.paths import lesson_dirs
 
 LESSONS = lesson_dirs()
 NOTEBOOKS = [nb for lesson in LESSONS for nb in sorted(lesson.glob("*.ipynb"))]
+SEED_NUMBER = re.compile(r"\bseeds? ?0\d\d\b", re.IGNORECASE)
 
 
 def load(path):
@@ -57,3 +59,57 @@ def test_exercises_have_graded_visible_and_hidden_tests(lesson):
         assert "### BEGIN SOLUTION" in "".join(c["source"]), "solution cell without solution region"
     ids = [c["metadata"]["nbgrader"]["grade_id"] for c in cells if "nbgrader" in c["metadata"]]
     assert len(ids) == len(set(ids)), "duplicate nbgrader grade_id"
+
+
+def _slides(cells):
+    """The lecture's slides: lists of cells, each starting at a slide or subslide."""
+    slides = []
+    for cell in cells:
+        kind = cell["metadata"].get("slideshow", {}).get("slide_type", "-")
+        if kind in ("slide", "subslide") or not slides:
+            slides.append([])
+        slides[-1].append(cell)
+    return slides
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_every_content_slide_has_speaker_notes(lesson):
+    """An instructor presenting any slide after the title has notes for it."""
+    slides = _slides(load(lesson / "lecture.ipynb")["cells"])
+    bare = [number for number, cells in enumerate(slides[1:], start=2)
+            if not any(c["metadata"]["slideshow"]["slide_type"] == "notes" for c in cells)]
+    assert bare == [], f"slides without speaker notes (1 = the title slide): {bare}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_lecture_has_a_references_slide_students_can_follow(lesson):
+    cells = load(lesson / "lecture.ipynb")["cells"]
+    refs = [c for c in cells if c["cell_type"] == "markdown"
+            and "".join(c["source"]).lstrip().startswith("## References")
+            and c["metadata"]["slideshow"]["slide_type"] in ("slide", "subslide")]
+    assert refs, "no '## References' slide"
+    text = "".join(refs[0]["source"])
+    assert len(re.findall(r"https?://", text)) >= 2, "the references slide needs links students can follow"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_no_seed_numbers_in_student_visible_text(path):
+    """The course's source documents are cited by their real references (authors, title,
+    year, link), never by an internal number students cannot look up."""
+    hits = [i for i, c in enumerate(load(path)["cells"]) if SEED_NUMBER.search("".join(c["source"]))]
+    assert hits == [], f"cells naming a seed number: {hits}"
+
+
+def test_no_seed_numbers_in_printed_sources():
+    """Data files and library strings that lessons print cite real references too."""
+    repo = LESSONS[0].parent.parent
+    files = sorted((repo / "data").glob("*.csv")) + sorted((repo / "course_lib").rglob("*.py"))
+    hits = [str(f.relative_to(repo)) for f in files if SEED_NUMBER.search(f.read_text())]
+    assert hits == [], f"files naming a seed number: {hits}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_lecture_shows_a_diagram(lesson):
+    cells = load(lesson / "lecture.ipynb")["cells"]
+    assert any("diagrams.show(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code"), \
+        "no diagram (course_lib.diagrams.show) in the lecture"

@@ -130,7 +130,7 @@ def build_lesson(lesson_dir: Path, out: Path) -> dict:
     t = time.perf_counter()
     exercises_ok = False
     try:
-        from .grading import round_trip  # nbgrader: only the round trip needs it (a GPU machine may lack it)
+        from .grading.round_trip import round_trip  # nbgrader: only the round trip needs it (a GPU machine may lack it)
         result = round_trip(lesson_dir, out / "grading" / name)
         release_dir = out / "release" / name
         if release_dir.exists():

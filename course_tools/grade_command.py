@@ -10,7 +10,7 @@ from .paths import BUILD, NOTEBOOKS, REPO
 
 
 def _root_course():
-    from .grading import CourseDir
+    from .grading.nbgrader_course import CourseDir
 
     return CourseDir(REPO, NOTEBOOKS)
 
@@ -18,7 +18,7 @@ def _root_course():
 def cmd_release(args) -> int:
     import time
 
-    from .grading import GradingError, ReleaseKept, release
+    from .grading.nbgrader_course import GradingError, ReleaseKept, release
     from .paths import lesson_dirs
 
     lessons = lesson_dirs(args.lessons)
@@ -53,7 +53,9 @@ def cmd_grade(args) -> int:
     CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
     gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
     fault or bad input; 2 when no sandbox is available and the grader did not accept that."""
-    from .grading import GradingError, Limits, SandboxUnavailable, grade_lesson, limits_in_force, merge_lesson
+    from .grading.nbgrader_course import GradingError
+    from .grading.sandbox import Limits, SandboxUnavailable, limits_in_force
+    from .grading.grade import grade_lesson, merge_lesson
     from .grading import sandbox as grading_sandbox
     from .paths import lesson_dirs
 

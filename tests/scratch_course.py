@@ -3,7 +3,7 @@ import json
 import shutil
 from pathlib import Path
 
-from course_tools.grading import CourseDir, release
+from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.paths import NOTEBOOKS
 
 

@@ -21,7 +21,7 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_tools.grading import round_trip
+from course_tools.grading.round_trip import round_trip
 from course_tools.grading.nbgrader_course import CourseDir
 from course_tools.paths import GRADED_NOTEBOOK, lesson_dirs
 

@@ -6,7 +6,6 @@ grade; the honest submission keeps full marks. Skipped where bubblewrap cannot r
 """
 import base64
 import copy
-import json
 import os
 import re
 import shutil
@@ -17,7 +16,7 @@ import nbformat
 import pytest
 from scratch_course import kernel_judged, scratch_course
 
-from course_tools.grading import grade_lesson
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading import sandbox
 from course_tools.grading.sandbox import Limits
 from course_tools.grading.segments import split_hidden, visible_part

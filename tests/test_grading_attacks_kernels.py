@@ -27,7 +27,8 @@ from scratch_course import kernel_judged, scratch_course
 from course_lib import hardware
 from course_lib.checks.core import CheckFailed
 from course_lib.checks.kernel_launch import launch_checked
-from course_tools.grading import grade_lesson, sandbox
+from course_tools.grading import sandbox
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import NOTEBOOKS
 

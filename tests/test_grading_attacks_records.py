@@ -34,7 +34,8 @@ import nbformat
 import pytest
 from scratch_course import scratch_course
 
-from course_tools.grading import grade_lesson, results, sandbox
+from course_tools.grading import results, sandbox
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading.grade import merge_lesson
 from course_tools.grading.sandbox import Limits
 
@@ -281,7 +282,7 @@ def test_stopped_merge_changes_nothing_then_merge_records_the_new_score(graded, 
 
 
 def grade_merge(root: Path):
-    from course_tools.grading import CourseDir
+    from course_tools.grading.nbgrader_course import CourseDir
     return merge_lesson(root / "source" / LESSON, course=CourseDir(root, root / "source"))
 
 

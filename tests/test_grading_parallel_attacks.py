@@ -44,7 +44,8 @@ import nbformat
 import pytest
 from scratch_course import scratch_course
 
-from course_tools.grading import grade_lesson, sandbox
+from course_tools.grading import sandbox
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading.sandbox import Limits
 
 LESSON = "11_parameter_servers_and_collectives"

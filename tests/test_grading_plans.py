@@ -12,7 +12,9 @@ import nbformat
 import pytest
 from scratch_course import kernel_judged, scratch_course
 
-from course_tools.grading import GradingError, grade_lesson, sandbox
+from course_tools.grading import sandbox
+from course_tools.grading.nbgrader_course import GradingError
+from course_tools.grading.grade import grade_lesson
 from course_tools.paths import lesson_dirs
 
 COVERED_ELSEWHERE = ("00", "01", "03", "04", "11", "13", "14")

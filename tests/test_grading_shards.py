@@ -14,7 +14,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_tools.grading import CourseDir, grade_lesson, merge_lesson, release, sandbox
+from course_tools.grading import sandbox
+from course_tools.grading.nbgrader_course import CourseDir, release
+from course_tools.grading.grade import grade_lesson, merge_lesson
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import NOTEBOOKS, REPO
 
@@ -81,7 +83,7 @@ def test_two_shards_merged_equal_one_run(tmp_path):
 
 
 def test_merge_refuses_missing_shards(tmp_path):
-    from course_tools.grading import GradingError
+    from course_tools.grading.nbgrader_course import GradingError
 
     course = _course(tmp_path, {"ann": "honest", "bob": "blank"})
     grade_lesson(course.source / LESSON, course=course, submissions=course.root / "incoming", limits=LIMITS,
@@ -111,7 +113,8 @@ def test_regrade_never_shows_an_old_score(tmp_path):
 SCRIPT = """
 import sys
 from pathlib import Path
-from course_tools.grading import CourseDir, grade_lesson
+from course_tools.grading.nbgrader_course import CourseDir
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading.sandbox import Limits
 root = Path(sys.argv[1])
 course = CourseDir(root, root / "source")

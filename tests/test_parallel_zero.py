@@ -21,7 +21,8 @@ from course_lib.models import count_parameters
 from course_lib.checks import zero as step_check
 from course_lib.parallel import zero
 from course_lib.training_memory import activation_bytes
-from course_tools.grading import grade_lesson, sandbox
+from course_tools.grading import sandbox
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading.sandbox import Limits
 
 

@@ -19,7 +19,8 @@ from scratch_course import kernel_judged, scratch_course
 from course_tools import paths
 from course_tools.grading import feedback, sandbox, segments, submission
 from course_tools.grading.student_kernel import SandboxKernel
-from course_tools.grading import CourseDir, grade_lesson, release
+from course_tools.grading.nbgrader_course import CourseDir, release
+from course_tools.grading.grade import grade_lesson
 from course_tools.paths import NOTEBOOKS
 from course_tools.grading.sandbox import Limits
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 
 def _release_alone(root: Path) -> float:
-    from ..grading import CourseDir, release
+    from ..grading.nbgrader_course import CourseDir, release
     from ..paths import lesson_dirs
 
     source = root / "source"

@@ -26,7 +26,7 @@ ROUNDS = 2
 
 
 def _course(root: Path, students: int):
-    from ..grading import CourseDir, release
+    from ..grading.nbgrader_course import CourseDir, release
     from ..paths import NOTEBOOKS
 
     source = root / "source"
@@ -42,7 +42,7 @@ def _course(root: Path, students: int):
 
 
 def _ours(course, workers: int = 1) -> float:
-    from ..grading import grade_lesson
+    from ..grading.grade import grade_lesson
 
     start = time.perf_counter()
     outcomes = grade_lesson(course.source / LESSON, course=course, workers=workers, progress=False, feedback=False)
@@ -65,7 +65,7 @@ def _plain(course) -> float:
 
 
 def run() -> dict:
-    from ..grading import bubblewrap, limits_in_force
+    from ..grading.sandbox import bubblewrap, limits_in_force
 
     figures = {"cpu_cores": os.cpu_count(), "submissions": SUBMISSIONS}
     if not bubblewrap():

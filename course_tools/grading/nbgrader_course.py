@@ -1,11 +1,11 @@
 """Step 0 of grading: an nbgrader course directory and the nbgrader commands run on it.
 
 nbgrader runs on a course directory (its release and autograde converters in this process,
-other commands as ``nbgrader`` subprocesses), either the real one (the repository root, as configured in
-``nbgrader_config.py``) or a scratch one that ``course build`` uses
-for its round trip: release the blank, then autograde the reference solution and the blank
-and read their scores from the scratch gradebook. The real gradebook is never touched by a
-build.
+other commands as ``nbgrader`` subprocesses), either the real one (the repository root, as
+configured in ``nbgrader_config.py``) or a scratch one (``round_trip``, for ``course build``).
+nbgrader releases, scores and keeps the gradebook; it never judges a test cell (the trusted
+checker does, ``execute``). ``autograde`` remains for the benchmark that compares the course's
+grader with plain nbgrader.
 """
 from __future__ import annotations
 
@@ -253,36 +253,6 @@ def score(course: CourseDir, lesson: str, student: str) -> tuple[float, float]:
         except MissingEntry:
             return 0.0, float(gb.find_assignment(lesson).max_score)
         return float(sub.score), float(sub.max_score)
-
-
-def round_trip(lesson_dir: Path, workdir: Path) -> dict:
-    """Release ``lesson_dir`` in a scratch course, autograde its reference solution and its
-    blank release; return the scores and where the released and graded notebooks are."""
-    lesson = lesson_dir.name
-    if workdir.exists():
-        shutil.rmtree(workdir)
-    source = workdir / "source"
-    shutil.copytree(lesson_dir, source / lesson, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-    course = CourseDir(workdir, source)
-    released = release(course, lesson)
-    for student, folder in (("reference", source / lesson), ("blank", released)):
-        target = workdir / "submitted" / student / lesson
-        target.mkdir(parents=True)
-        shutil.copy2(folder / f"{GRADED_NOTEBOOK}.ipynb", target)
-    done = autograde(course, lesson)
-    if done.returncode != 0 and "error" in done.stdout.lower() + done.stderr.lower() and not (
-            workdir / "autograded" / "reference").exists():
-        raise GradingError(f"nbgrader autograde {lesson} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
-    ref, max_score = score(course, lesson, "reference")
-    blank, _ = score(course, lesson, "blank")
-    return {
-        "max_score": max_score,
-        "reference_score": ref,
-        "blank_score": blank,
-        "release": released,
-        "graded_reference": workdir / "autograded" / "reference" / lesson / f"{GRADED_NOTEBOOK}.ipynb",
-        "log": done.stdout[-4000:] + done.stderr[-4000:],
-    }
 
 
 def ensure_assignment(course: CourseDir, lesson: str) -> None:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import queue
 import resource
 import shutil
 import signal

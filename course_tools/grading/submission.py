@@ -97,6 +97,72 @@ def nbgrader_problem(meta) -> str | None:
     return None
 
 
+def _kept_notebook_metadata(meta) -> dict:
+    """Of the notebook's metadata: ``kernelspec`` and ``language_info``, as short text only."""
+    meta = meta if isinstance(meta, dict) else {}
+    kept_meta = {}
+    for key, fields in (("kernelspec", ("name", "display_name", "language")), ("language_info", ("name", "version"))):
+        if isinstance(meta.get(key), dict):
+            kept = {f: meta[key][f] for f in fields if isinstance(meta[key].get(f), str) and len(meta[key][f]) <= 200}
+            if all(f in kept for f in fields[:2 if key == "kernelspec" else 1]):  # what nbformat requires
+                kept_meta[key] = kept
+    return kept_meta
+
+
+def _kept_cell_metadata(cmeta, number: int, malformed: list[str]) -> dict:
+    """Of one cell's metadata: a well-formed ``nbgrader`` entry (known keys; a malformed one is
+    named in ``malformed``), ``slideshow.slide_type``, ``tags`` and the editing flags."""
+    cmeta = cmeta if isinstance(cmeta, dict) else {}
+    kept: dict = {}
+    if "nbgrader" in cmeta:
+        why = nbgrader_problem(cmeta["nbgrader"])
+        if why:
+            malformed.append(f"cell {number} ({why})")
+        else:
+            kept["nbgrader"] = {k: v for k, v in cmeta["nbgrader"].items()
+                                if k in (*NBGRADER_FLAGS, *NBGRADER_TEXT, "grade_id", "points", "schema_version")}
+    slide = cmeta.get("slideshow")
+    if isinstance(slide, dict) and isinstance(slide.get("slide_type"), str) and len(slide["slide_type"]) <= 20:
+        kept["slideshow"] = {"slide_type": slide["slide_type"]}
+    tags = cmeta.get("tags")
+    if isinstance(tags, list) and len(tags) <= 50 and all(isinstance(t, str) and len(t) <= 100 for t in tags):
+        kept["tags"] = list(tags)
+    kept.update({k: cmeta[k] for k in CELL_FLAGS if isinstance(cmeta.get(k), bool)})
+    return kept
+
+
+def _kept_cell(cell, number: int, ids: set[str], malformed: list[str]) -> dict:
+    """One cell reduced to its type, text, id (valid and not seen before) and kept metadata;
+    SubmissionProblem when it is not a cell."""
+    if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+        raise SubmissionProblem(f"not a notebook: cell {number} has an unknown type")
+    source = cell.get("source", "")
+    if isinstance(source, list) and all(isinstance(line, str) for line in source):
+        source = "".join(source)
+    if not isinstance(source, str):
+        raise SubmissionProblem(f"not a notebook: cell {number} has no text")
+    new = {"cell_type": cell["cell_type"], "metadata": _kept_cell_metadata(cell.get("metadata"), number, malformed),
+           "source": source}
+    if isinstance(cell.get("id"), str) and CELL_ID.fullmatch(cell["id"]) and cell["id"] not in ids:
+        new["id"] = cell["id"]
+        ids.add(cell["id"])
+    if cell["cell_type"] == "code":
+        new["outputs"], new["execution_count"] = [], None
+    return new
+
+
+def _settle_ids(cells: list[dict], ids: set[str], minor: int) -> None:
+    """Format 4.5 wants a unique id on every cell, earlier versions none."""
+    for cell in cells:
+        while minor >= 5 and "id" not in cell:
+            fresh = os.urandom(4).hex()
+            if fresh not in ids:
+                cell["id"] = fresh
+                ids.add(fresh)
+        if minor < 5:
+            cell.pop("id", None)
+
+
 def sanitise_notebook(data: dict) -> list[str]:
     """Reduce a parsed notebook (JSON) in place to what grading uses, each part checked; return
     notes for the student. Kept: per cell its type, text and id, and of its metadata a
@@ -110,53 +176,12 @@ def sanitise_notebook(data: dict) -> list[str]:
     for key in ("nbformat", "nbformat_minor"):
         if isinstance(data.get(key), bool) or not isinstance(data.get(key), int):
             raise SubmissionProblem(f"not a notebook: {key} is not a whole number")
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    kept_meta = {}
-    for key, fields in (("kernelspec", ("name", "display_name", "language")), ("language_info", ("name", "version"))):
-        if isinstance(meta.get(key), dict):
-            kept = {f: meta[key][f] for f in fields if isinstance(meta[key].get(f), str) and len(meta[key][f]) <= 200}
-            if all(f in kept for f in fields[:2 if key == "kernelspec" else 1]):  # what nbformat requires
-                kept_meta[key] = kept
-    cells, malformed, ids = [], [], set()
-    for number, cell in enumerate(data["cells"], start=1):
-        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
-            raise SubmissionProblem(f"not a notebook: cell {number} has an unknown type")
-        source = cell.get("source", "")
-        if isinstance(source, list) and all(isinstance(line, str) for line in source):
-            source = "".join(source)
-        if not isinstance(source, str):
-            raise SubmissionProblem(f"not a notebook: cell {number} has no text")
-        new = {"cell_type": cell["cell_type"], "metadata": {}, "source": source}
-        if isinstance(cell.get("id"), str) and CELL_ID.fullmatch(cell["id"]) and cell["id"] not in ids:
-            new["id"] = cell["id"]
-            ids.add(cell["id"])
-        if cell["cell_type"] == "code":
-            new["outputs"], new["execution_count"] = [], None
-        cmeta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
-        if "nbgrader" in cmeta:
-            why = nbgrader_problem(cmeta["nbgrader"])
-            if why:
-                malformed.append(f"cell {number} ({why})")
-            else:
-                new["metadata"]["nbgrader"] = {k: v for k, v in cmeta["nbgrader"].items()
-                                               if k in (*NBGRADER_FLAGS, *NBGRADER_TEXT, "grade_id", "points", "schema_version")}
-        slide = cmeta.get("slideshow")
-        if isinstance(slide, dict) and isinstance(slide.get("slide_type"), str) and len(slide["slide_type"]) <= 20:
-            new["metadata"]["slideshow"] = {"slide_type": slide["slide_type"]}
-        tags = cmeta.get("tags")
-        if isinstance(tags, list) and len(tags) <= 50 and all(isinstance(t, str) and len(t) <= 100 for t in tags):
-            new["metadata"]["tags"] = list(tags)
-        new["metadata"].update({k: cmeta[k] for k in CELL_FLAGS if isinstance(cmeta.get(k), bool)})
-        cells.append(new)
+    malformed: list[str] = []
+    ids: set[str] = set()
+    cells = [_kept_cell(cell, number, ids, malformed) for number, cell in enumerate(data["cells"], start=1)]
     minor = min(max(data["nbformat_minor"], 0), 5)
-    for cell in cells:  # format 4.5 wants a unique id on every cell, earlier versions none
-        while minor >= 5 and "id" not in cell:
-            fresh = os.urandom(4).hex()
-            if fresh not in ids:
-                cell["id"] = fresh
-                ids.add(fresh)
-        if minor < 5:
-            cell.pop("id", None)
+    _settle_ids(cells, ids, minor)
+    kept_meta = _kept_notebook_metadata(data.get("metadata"))
     data.clear()
     data.update({"cells": cells, "metadata": kept_meta, "nbformat": 4, "nbformat_minor": minor})
     return [f"malformed nbgrader metadata ignored: {', '.join(malformed[:5])}"
@@ -189,6 +214,50 @@ def read_submission(path: Path):
     return nb, notes
 
 
+def _restored_cell(cell, src, ref, release_by_id: dict, edited: list[str]):
+    """The student's grade cell ``cell`` as grading uses it: a locked cell (a test, or the
+    instructor's) or one whose type changed is put back as the release (a solution: its
+    stub) or the source (a test) has it, noting an edit; an open solution cell is kept with
+    the release's metadata. None for a solution the release lacks (never hand a student the
+    reference solution)."""
+    gid = _nb_meta(src)["grade_id"]
+    solution = bool(_nb_meta(src).get("solution"))
+    locked = is_test_cell(src) or (_nb_meta(src).get("locked") and not solution)
+    if locked or cell.cell_type != src.cell_type:
+        if cell.source != ref.source and cell.source != src.source or cell.cell_type != src.cell_type:
+            edited.append(f"{gid} (edited)")
+        if solution and gid not in release_by_id:
+            return None
+        cell = copy.deepcopy(ref if solution else src)
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", _nb_meta(src)))
+    return cell
+
+
+def _put_back_deleted(kept: list, source_cells: list, release_by_id: dict, seen: set, edited: list[str]) -> None:
+    """Deleted grade cells back, each after the grade cell that precedes it in the source."""
+    for i, src in enumerate(source_cells):
+        gid = _nb_meta(src)["grade_id"]
+        if gid in seen:
+            continue
+        if not is_test_cell(src) and gid not in release_by_id:
+            continue  # never hand a student the reference solution
+        cell = copy.deepcopy(release_by_id[gid] if not is_test_cell(src) else src)
+        cell.metadata["nbgrader"] = copy.deepcopy(release_by_id.get(gid, src).metadata.get("nbgrader", _nb_meta(src)))
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        edited.append(f"{gid} (deleted)")
+        at = 0
+        for prev in reversed(source_cells[:i]):
+            idx = [j for j, c in enumerate(kept) if _nb_meta(c).get("grade_id") == _nb_meta(prev)["grade_id"]]
+            if idx:
+                at = idx[0] + 1
+                break
+        kept.insert(at, cell)
+        seen.add(gid)
+
+
 def restore_test_cells(student_nb, source_nb, release_nb):
     """The student's notebook with every test cell exactly as in the source (hidden tests
     included), every grade cell's metadata from the release and the notebook's metadata the
@@ -215,41 +284,10 @@ def restore_test_cells(student_nb, source_nb, release_nb):
             continue
         seen.add(gid)
         src = source_by_id[gid]
-        ref = release_by_id.get(gid, src)
-        solution = bool(_nb_meta(src).get("solution"))
-        locked = is_test_cell(src) or (_nb_meta(src).get("locked") and not solution)
-        if locked or cell.cell_type != src.cell_type:
-            if cell.source != ref.source and cell.source != src.source or cell.cell_type != src.cell_type:
-                edited.append(f"{gid} (edited)")
-            if solution and gid not in release_by_id:
-                continue  # never hand a student the reference solution
-            cell = copy.deepcopy(ref if solution else src)  # a solution goes back to the blank stub
-            cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", _nb_meta(src)))
-            if cell.cell_type == "code":
-                cell.outputs, cell.execution_count = [], None
-        else:
-            cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", _nb_meta(src)))
-        kept.append(cell)
-    # put back deleted grade cells after the grade cell that precedes them in the source
-    for i, src in enumerate(source_cells):
-        gid = _nb_meta(src)["grade_id"]
-        if gid in seen:
-            continue
-        if not is_test_cell(src) and gid not in release_by_id:
-            continue  # never hand a student the reference solution
-        cell = copy.deepcopy(release_by_id[gid] if not is_test_cell(src) else src)
-        cell.metadata["nbgrader"] = copy.deepcopy(release_by_id.get(gid, src).metadata.get("nbgrader", _nb_meta(src)))
-        if cell.cell_type == "code":
-            cell.outputs, cell.execution_count = [], None
-        edited.append(f"{gid} (deleted)")
-        at = 0
-        for prev in reversed(source_cells[:i]):
-            idx = [j for j, c in enumerate(kept) if _nb_meta(c).get("grade_id") == _nb_meta(prev)["grade_id"]]
-            if idx:
-                at = idx[0] + 1
-                break
-        kept.insert(at, cell)
-        seen.add(gid)
+        restored = _restored_cell(cell, src, release_by_id.get(gid, src), release_by_id, edited)
+        if restored is not None:
+            kept.append(restored)
+    _put_back_deleted(kept, source_cells, release_by_id, seen, edited)
     nb.cells = kept
     notes = [f"test cells tampered with and restored: {', '.join(edited)}"] if edited else []
     return nb, notes

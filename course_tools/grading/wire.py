@@ -136,6 +136,36 @@ def _from_npy(text: str):
     return array
 
 
+def _build_tensor(npy: str, dtype_name: str):
+    """A torch tensor from its ``.npy`` text and dtype name (the array itself without torch)."""
+    array = _from_npy(npy)
+    try:
+        import torch
+    except ImportError:
+        return array
+    dtype = getattr(torch, dtype_name.removeprefix("torch."), None)
+    tensor = torch.from_numpy(array.copy())
+    return tensor.to(dtype) if isinstance(dtype, torch.dtype) else tensor
+
+
+def _build_dataclass(name: str, v: list, depth: int):
+    """An instance of one of course_lib's dataclasses, from its fields in order (refused unless
+    they are exactly the class's ``__init__`` fields and the class accepts them)."""
+    cls = _library_dataclass(name)
+    pairs = [_pair(p) for p in v]
+    names = [n for n, _ in pairs]
+    if names != _init_fields_or_refuse(cls):
+        raise ValueError(f"malformed value (the fields of {cls.__qualname__} are not {names!r:.200})")
+    fields = {n: _build(x, depth + 1) for n, x in pairs}
+    try:
+        made = cls(**fields)
+    except Exception as exc:  # noqa: BLE001 - the class's own checks refused the fields
+        raise ValueError(f"malformed value ({cls.__qualname__} refused its fields: {str(exc)[:100]})") from None
+    if type(made) is not cls:
+        raise ValueError(f"malformed value ({cls.__qualname__} built something else)")
+    return made
+
+
 def _build(data, depth: int = 0):
     if depth > MAX_DEPTH:
         raise ValueError("data nested too deeply")
@@ -158,30 +188,11 @@ def _build(data, depth: int = 0):
     if tag == "ndarray" and type(v) is str:
         return _from_npy(v)
     if tag == "tensor" and type(v) is str and type(data.get("dtype")) is str:
-        array = _from_npy(v)
-        try:
-            import torch
-        except ImportError:
-            return array
-        dtype = getattr(torch, data["dtype"].removeprefix("torch."), None)
-        tensor = torch.from_numpy(array.copy())
-        return tensor.to(dtype) if isinstance(dtype, torch.dtype) else tensor
+        return _build_tensor(v, data["dtype"])
     if tag == "meta" and type(v) is list and len(v) <= MAX_DIMS and type(data.get("dtype")) is str:
         return _meta_tensor(v, data["dtype"])
     if tag == "dataclass" and type(v) is list and type(data.get("cls")) is str:
-        cls = _library_dataclass(data["cls"])
-        pairs = [_pair(p) for p in v]
-        names = [n for n, _ in pairs]
-        if names != _init_fields_or_refuse(cls):
-            raise ValueError(f"malformed value (the fields of {cls.__qualname__} are not {names!r:.200})")
-        fields = {n: _build(x, depth + 1) for n, x in pairs}
-        try:
-            made = cls(**fields)
-        except Exception as exc:  # noqa: BLE001 - the class's own checks refused the fields
-            raise ValueError(f"malformed value ({cls.__qualname__} refused its fields: {str(exc)[:100]})") from None
-        if type(made) is not cls:
-            raise ValueError(f"malformed value ({cls.__qualname__} built something else)")
-        return made
+        return _build_dataclass(data["cls"], v, depth)
     if tag in ("nptype", "npdtype") and type(v) is str and v.isalnum():
         import numpy as np
 

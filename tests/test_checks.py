@@ -58,3 +58,27 @@ def test_array_close_names_the_first_mismatch_and_the_expected_values(capsys):
         check_array_close("nan", np.zeros(1), np.array([np.nan]))
     out, err = capsys.readouterr()
     assert out.count("ok:") == 1 and err == ""
+
+
+def test_a_failed_check_in_a_notebook_shows_its_message_first_and_no_library_frames():
+    """What a student sees in JupyterLab when a test cell fails: the message, then their line."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from course_lib.checks import check_equal\n"
+                                          "def double(x):\n    return x + 2\n"),
+                nbformat.v4.new_code_cell("check_equal('double(3)', double(3), 6, hint='multiply')"),
+                nbformat.v4.new_code_cell("1 / 0")]
+    client = NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True)
+    try:
+        client.execute()
+    except CellExecutionError:  # pragma: no cover - allow_errors keeps going
+        pass
+    error = nb.cells[1].outputs[-1]
+    assert error["output_type"] == "error" and error["ename"] == "CheckFailed"
+    assert error["traceback"] == ["CheckFailed: double(3): expected 6, got 5. Hint: multiply",
+                                  "  your cell, line 1: check_equal('double(3)', double(3), 6, hint='multiply')"]
+    other = nb.cells[2].outputs[-1]   # any other error keeps IPython's whole traceback
+    assert other["ename"] == "ZeroDivisionError" and len(other["traceback"]) > 2

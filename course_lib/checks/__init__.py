@@ -3,6 +3,8 @@
 - :mod:`.core`: ``check_close``, ``check_array_close``, ``check_equal``, ``check_in``,
   ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises
   ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
+- :mod:`.failure_display`: in a notebook, a failed check shows its message first and the
+  student's own line, without course_lib's frames (registered on import, ``CheckFailed`` only).
 - :mod:`.probe`: ``in_student_kernel``, for the part of a test that must run in the student's
   kernel (patching a module around the student's function, passing it a callable or a model).
 - :mod:`.kernel_launch`: ``launch_checked``, lessons 03/04's kernel launch for a test: on copies of
@@ -15,7 +17,10 @@ The multi-process checks are imported from their modules (they import torch.dist
 this package itself imports only the light core.
 """
 from .core import CheckFailed, check_array_close, check_close, check_equal, check_in, check_raises, check_true
+from .failure_display import install as _install_failure_display
 from .probe import in_student_kernel
+
+_install_failure_display()
 
 __all__ = ["CheckFailed", "check_array_close", "check_close", "check_equal", "check_in", "check_raises",
            "check_true", "in_student_kernel"]

@@ -17,9 +17,10 @@ neighbouring elements of a row-major array, so their global loads coalesce.
 
 ``launch(..., count=True)`` runs a kernel under :func:`course_lib.access_counts.count_accesses`
 (reads and writes per thread, the idea of GPU-Puzzles). :func:`warp_passes` and
-:func:`warp_transactions` model divergence and coalescing for one warp; their defaults
-(32 threads per warp, 128-byte memory segments) are the figures of NVIDIA's CUDA C++
-Programming Guide (sections "SIMT Architecture" and "Device Memory Accesses").
+:func:`warp_sectors` model divergence and coalescing for one warp; their defaults (32 threads
+per warp, 32-byte sectors) are the figures of NVIDIA's CUDA C++ Programming Guide ("SIMT
+Architecture") and CUDA C++ Best Practices Guide ("Coalesced Access to Global Memory").
+:mod:`course_lib.simt` measures both on a whole launch.
 """
 from __future__ import annotations
 
@@ -231,12 +232,22 @@ def warp_passes(branch_of_thread, warp_size: int = 32) -> int:
     return sum(len(set(labels[w:w + warp_size])) for w in range(0, len(labels), warp_size))
 
 
-def warp_transactions(byte_addresses, warp_size: int = 32, segment_bytes: int = 128) -> int:
-    """Memory transactions for one load instruction: each warp fetches every distinct
-    ``segment_bytes``-aligned segment its threads' addresses fall in (coalescing)."""
+def warp_sectors(byte_addresses, access_bytes: int = 4, warp_size: int = 32, sector_bytes: int = 32) -> int:
+    """32-byte sectors one load or store instruction moves: each warp fetches every distinct
+    ``sector_bytes``-aligned sector that the ``access_bytes`` bytes of any of its threads fall in
+    (coalescing). Since compute capability 6.0 global memory is served in 32-byte sectors, and a
+    128-byte cache line is 4 of them (CUDA C++ Best Practices Guide, "Coalesced Access to Global
+    Memory"): 32 threads reading neighbouring float32 move 4 sectors (128 bytes, all used); down a
+    column of a row-major matrix they move 32 sectors (1,024 bytes for 128 used, 8x the need), not
+    32 whole 128-byte lines (4,096 bytes), which overstates the waste 4x."""
     addresses = list(byte_addresses)
-    return sum(len({a // segment_bytes for a in addresses[w:w + warp_size]})
-               for w in range(0, len(addresses), warp_size))
+    total = 0
+    for w in range(0, len(addresses), warp_size):
+        sectors = set()
+        for a in addresses[w:w + warp_size]:
+            sectors.update(range(a // sector_bytes, (a + access_bytes - 1) // sector_bytes + 1))
+        total += len(sectors)
+    return total
 
 
 # ------------------------------------------------------------------ hand counts

@@ -132,9 +132,25 @@ def test_histogram_counts_atomics_as_reads_and_writes():
 def test_warp_models():
     assert kernels.warp_passes([i % 2 for i in range(64)]) == 4
     assert kernels.warp_passes([i // 32 for i in range(64)]) == 2
-    assert kernels.warp_transactions([4 * t for t in range(32)]) == 1
-    assert kernels.warp_transactions([4096 * t for t in range(32)]) == 32
-    assert kernels.warp_transactions([8 * t for t in range(32)]) == 2
+    assert kernels.warp_sectors([4 * t for t in range(32)]) == 4       # 128 bytes, all used
+    assert kernels.warp_sectors([8 * t for t in range(32)]) == 8       # every other float32: half used
+    assert kernels.warp_sectors([8 * t for t in range(32)], access_bytes=8) == 8   # float64: all used
+    assert kernels.warp_sectors([2 + 4 * t for t in range(32)]) == 5   # misaligned: one more sector
+
+
+def test_a_column_read_wastes_8x_in_sectors_not_32x_in_lines():
+    """A warp reading down a column of a row-major float32 matrix moves 32 sectors of 32 bytes for
+    its 128 useful bytes: 1,024 bytes, 8x the need. Counting whole 128-byte lines (the old helper)
+    said 4,096 bytes, 32x: the waste overstated 4x."""
+    column = [4096 * t for t in range(32)]
+    moved = 32 * kernels.warp_sectors(column)
+    assert moved == 1024 and moved // (32 * 4) == 8
+    assert 128 * 32 // moved == 4
+    from course_lib.simt.traffic import access_shape
+    import numpy as np
+    lanes = np.arange(32)
+    for addrs in ([4 * t for t in range(32)], column, [8 * t for t in range(32)]):
+        assert access_shape("global", 4, lanes, np.array(addrs))[2] == kernels.warp_sectors(addrs)
 
 
 def test_summary_has_every_kind():

@@ -1,0 +1,101 @@
+"""Grading a kernel on *how* it uses memory, not only on what it computes (lesson 03).
+
+The test cells launch the student's kernel in the course's SIMT engine (:mod:`course_lib.simt`),
+which runs the lanes of each warp together and records every warp-level access. In grading this
+runs in the trusted checker, on the kernel rebuilt there from its whitelisted source, so the
+figures below are measured where student code cannot reach them:
+
+- :func:`check_sectors`: every global access site moves at most the 32-byte sectors its bytes need,
+  plus one for a row that does not start on a sector boundary (coalescing; CUDA C++ Best Practices
+  Guide, "Coalesced Access to Global Memory");
+- :func:`check_bank_conflicts`: no shared access site has more than ``max_degree`` distinct words in
+  one of the 32 banks (CUDA C++ Programming Guide, "Shared Memory", compute capability 5.x and later);
+- :func:`check_divergence`: at most ``per_block`` warp-level branches per block split their lanes.
+
+Each prints one "ok: NAME" line or raises :class:`~course_lib.checks.core.CheckFailed` saying the
+target and what was measured, with the source line. Nothing is written to stderr.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from .core import CheckFailed, _ok
+from .kernel_launch import check_inputs_unchanged
+
+
+def launch_traffic(kernel, grid, block, args, outputs=(-1,)):
+    """Run ``kernel[grid, block](*args)`` in the SIMT engine on copies of the array arguments and
+    return (the output ``args[outputs[0]]`` after the launch, the :class:`course_lib.simt.Result`).
+    Every array argument not in ``outputs`` must come back unchanged (else CheckFailed); a
+    shared-memory race raises ``SharedMemoryRace``, an index outside an array ``IndexError``."""
+    __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
+    from course_lib import simt
+
+    args = list(args)
+    outs = {i % len(args) for i in outputs}
+    work = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = simt.run(kernel, grid, block, *work)
+    check_inputs_unchanged(kernel, args, work, outs)
+    return work[outputs[0] % len(args)], result
+
+
+def _fail(name: str, expected: str, got: str, hint: str = "") -> None:
+    __tracebackhide__ = True
+    raise CheckFailed(f"{name}: expected {expected}, got {got}" + (f". Hint: {hint}" if hint else ""))
+
+
+def check_sectors(name: str, result, hint: str = "") -> None:
+    """Every global access site of the launch moves at most ideal + 1 sectors per warp access: the
+    32-byte sectors that could hold the bytes its active lanes ask for, and one more for a row that
+    does not start on a sector boundary. A warp of 32 lanes reading 32 neighbouring float32 needs 4;
+    down a column of a row-major matrix it moves 32."""
+    __tracebackhide__ = True
+    sites = result.traffic.global_sites()
+    if not sites:
+        _fail(name, "a kernel that reads and writes global memory", "no global access at all")
+    worst = max(sites, key=lambda s: (s.sectors - s.ideal_sectors - s.warp_accesses) / max(1, s.warp_accesses))
+    per, ideal = worst.sectors_per_access, worst.ideal_per_access
+    if worst.sectors > worst.ideal_sectors + worst.warp_accesses:
+        _fail(name, f"<= {ideal + 1:.3g} sectors per warp access ({ideal:.3g} hold the bytes a warp asks for, "
+              "+ 1 for a row not starting on a 32-byte sector)",
+              f"{per:.3g} at line {worst.line} ({worst.verb} {worst.text}: {worst.pattern()}; "
+              f"{100 * worst.efficiency:.0f} % of the bytes moved are used)", hint)
+    _ok(name)
+
+
+def check_bank_conflicts(name: str, result, max_degree: int = 1, hint: str = "") -> None:
+    """No shared-memory access site has a conflict degree above ``max_degree`` (the most distinct
+    4-byte words a warp access puts in one of the 32 banks; 1 means one pass, lanes reading the same
+    word count once: a broadcast). Needs at least one shared access."""
+    __tracebackhide__ = True
+    sites = result.traffic.shared_sites()
+    if not sites:
+        _fail(name, "a kernel that stages its data in shared memory", "no shared-memory access at all",
+              hint or "declare a tile with cuda.shared.array and go through it")
+    worst = max(sites, key=lambda s: s.max_degree)
+    if worst.max_degree > max_degree:
+        target = "no bank conflict (degree 1)" if max_degree == 1 else f"at most a {max_degree}-way bank conflict"
+        _fail(name, target, f"a {worst.max_degree}-way conflict at line {worst.line} ({worst.verb} {worst.text}: "
+              f"{worst.pattern()})", hint)
+    _ok(name)
+
+
+def divergent_per_block(result) -> float:
+    """Warp-level branches that split their lanes, per block of the launch (summed over every ``if``)."""
+    return result.traffic.summary()["divergent_warp_branches"] / result.blocks
+
+
+def check_divergence(name: str, result, per_block: int, why: str, hint: str = "") -> None:
+    """At most ``per_block`` divergent warp branches per block (``why`` says where that budget
+    comes from); a failure names the ``if`` that splits the most warps and its idle lanes."""
+    __tracebackhide__ = True
+    got = divergent_per_block(result)
+    if got > per_block:
+        worst = max(result.traffic.divergent_branches(), key=lambda b: b.divergent)
+        _fail(name, f"at most {per_block} divergent warp branches per block ({why})",
+              f"{got:.3g}; the worst: {worst.sentence()}", hint)
+    _ok(name)

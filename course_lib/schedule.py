@@ -14,7 +14,8 @@ copy engine). The *makespan* is the time from the first start to the last finish
 - :func:`schedule_assignment`: the schedule that follows a given task -> device choice;
 - :func:`validate`, :func:`critical_path`, :func:`gantt` (a matplotlib Gantt chart);
 - :func:`copy_compute_tasks` / :func:`pipeline_seconds`: compute a chunk, copy it out,
-  with and without overlap (seed 003 §12.3.2);
+  with and without overlap (Zhang et al., Dive into Deep Learning, 2023, section
+  "Automatic Parallelism", https://d2l.ai/chapter_computational-performance/auto-parallelism.html);
 - :func:`run_parallel`: execute real Python callables with their dependencies on a thread
   pool and record when each one ran, for a measured Gantt chart.
 

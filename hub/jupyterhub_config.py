@@ -151,7 +151,8 @@ c.Spawner.environment = {
 
 def _per_role(spawner):
     """Instructors open the course repository (the nbgrader course directory); students their
-    home, with the formgrader switched off (config folders listed first take precedence)."""
+    home, with the formgrader switched off (config folders listed first take precedence) and
+    their hub name as nbgrader's student id."""
     groups = {g.name for g in spawner.user.groups}
     if "instructors" in groups:
         spawner.notebook_dir = str(REPO)
@@ -159,6 +160,9 @@ def _per_role(spawner):
     else:
         spawner.notebook_dir = "~"
         spawner.environment["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(STUDENT_CONFIG), str(CONFIG)])
+        # nbgrader records the hub's name, not the server's account (the same for every student
+        # of a one-account try-out): see hub/jupyter/nbgrader_config.py
+        spawner.environment["COURSE_STUDENT_ID"] = spawner.user.name
 
 
 c.Spawner.pre_spawn_hook = _per_role

@@ -187,3 +187,53 @@ def test_tryout_on_one_account_logs_in_and_cleans_up():
     assert not homes.exists(), f"the try-out's homes {homes} were left behind"
     assert {entry.pw_name for entry in pwd.getpwall()} == accounts_before, "the try-out changed the accounts"
     assert not _listening(range(port, port + 3)), "something still listens on the hub's ports"
+
+
+def _student_environment(name: str) -> dict:
+    """The environment the hub's configuration gives a student's server (hub/jupyterhub_config.py
+    run as JupyterHub runs it, its pre-spawn hook called on a student)."""
+    from types import SimpleNamespace
+
+    from traitlets.config import Config
+
+    path = REPO / "hub" / "jupyterhub_config.py"
+    namespace = {"get_config": Config, "__file__": str(path), "__name__": "jupyterhub_config"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)  # noqa: S102 - the course's own config
+    spawner = SimpleNamespace(user=SimpleNamespace(name=name, groups=[SimpleNamespace(name="students")]),
+                              environment=dict(namespace["c"].Spawner.environment), notebook_dir="")
+    namespace["c"].Spawner.pre_spawn_hook(spawner)
+    return spawner.environment
+
+
+def test_two_students_on_one_account_submit_as_themselves(tmp_path, monkeypatch):
+    """On a one-account try-out every server runs as the same account: two students who fetch
+    and submit an assignment through nbgrader's exchange are still recorded under their own
+    hub names (they collided as the account's name before), and each lists only their own."""
+    exchange, course = tmp_path / "exchange", tmp_path / "course"
+    exchange.mkdir(mode=0o1777)
+    monkeypatch.setenv("COURSE_EXCHANGE_ROOT", str(exchange))
+    (course / "release" / "a1").mkdir(parents=True)
+    (course / "release" / "a1" / "exercises.ipynb").write_text(
+        '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+
+    def nbgrader(*args, cwd, env):
+        done = subprocess.run([str(PYTHON), "-m", "nbgrader", *args], cwd=cwd, env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+        return done.stdout + done.stderr
+
+    base = {**os.environ, "JUPYTER_CONFIG_PATH": str(REPO / "hub" / "jupyter"), "HOME": str(tmp_path)}
+    nbgrader("release_assignment", "a1", f"--CourseDirectory.root={course}", cwd=course, env=base)
+    students = ["course-student1", "course-student2"]
+    for name in students:
+        home = tmp_path / "homes" / name
+        home.mkdir(parents=True)
+        env = {**os.environ, **_student_environment(name), "HOME": str(home)}
+        assert env["COURSE_STUDENT_ID"] == name
+        nbgrader("fetch_assignment", "a1", cwd=home, env=env)
+        nbgrader("submit", "a1", cwd=home, env=env)
+    inbound = sorted(p.name.split("+")[0] for p in (exchange / "gpu-course" / "inbound").iterdir())
+    assert inbound == students, inbound
+    listed = nbgrader("list", "--inbound", cwd=tmp_path / "homes" / students[0],
+                      env={**os.environ, **_student_environment(students[0]), "HOME": str(tmp_path / "homes" / students[0])})
+    assert students[0] in listed and students[1] not in listed, listed

@@ -1,20 +1,22 @@
-"""Exercises that discriminate: plausible wrong answers lose points.
+"""Exercises that discriminate: plausible wrong answers lose points, judged by the trusted
+checker that grades students.
 
-For every lesson with a fixture file ``tests/wrong_answers/<lesson>.py`` (``WRONG_ANSWERS =
-{solution grade_id: [edit, ...]}``, written by the lesson's author), where each wrong answer is
-the edit it makes to the reference solution cell with its ``### BEGIN/END SOLUTION`` lines
-removed: ``(old, new)`` replaces the one occurrence of ``old``; a list of pairs makes several
-edits in order:
+For every lesson with a fixture file ``tests/wrong_answers/<lesson>.py``, written by the
+lesson's author: ``WRONG_ANSWERS = {solution grade_id: [edit, ...]}`` (plausible mistakes) and
+``LIBRARY_CALLS = {solution grade_id: edit}`` (the answer of a student who calls the closest
+``course_lib`` function instead of doing the exercise), where each answer is the edit it makes
+to the reference solution cell with its ``### BEGIN/END SOLUTION`` lines removed: ``(old, new)``
+replaces the one occurrence of ``old``; a list of pairs makes several edits in order:
 
-* every solution cell has at least two wrong answers, and every edit still applies to the
-  reference (its ``old`` text occurs exactly once);
-* in ONE kernel per lesson: the reference notebook passes every graded test cell; then, for
-  each wrong answer, the solution cell is replaced, the cells up to the exercise's last graded
-  test cell run again (its test cells only until one fails), and at least one of that
-  exercise's graded test cells must fail (a test
-  cell fails as nbgrader sees it: an error, or anything written to stderr); the reference
-  solution is then run again to restore the state. The blank stub of each exercise fails all
-  of that exercise's graded test cells.
+* every solution cell has at least two wrong answers and one library call, and every edit
+  still applies to the reference (its ``old`` text occurs exactly once);
+* per lesson, ONE submission is graded by ``course grade``'s own ``execute_submission`` (student
+  cells in a student kernel, every test cell judged in the trusted checker): the reference
+  notebook, where after each exercise's last test cell come, for each wrong answer, the blank
+  stub and the library call, the exercise's cells again with the answer in place and copies
+  of its test cells (their hidden tests run in place; each copy has its own grade_id), then the
+  reference cells again to restore the state. The reference passes every test cell, every copy
+  of a wrong answer or library call fails at least one, and the blank fails all of them.
 """
 import re
 import resource
@@ -26,21 +28,24 @@ import nbformat
 import pytest
 import torch
 
+from course_tools.grading.execute import execute_submission
+from course_tools.grading.plan import lesson_facts
+from course_tools.grading.sandbox import Limits
 from course_tools.grading.submission import is_test_cell
 from course_tools.paths import lesson_dirs
-from course_tools.grading.student_kernel import SandboxKernel
-from course_tools.grading.sandbox import Limits
 
 FIXTURES = Path(__file__).parent / "wrong_answers"
 LESSONS = lesson_dirs()
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 SOLUTION_REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*\n?", re.S | re.M)
 MARKER_LINE = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*$")
+HIDDEN_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) HIDDEN TESTS[ \t]*\n?", re.M)
 # CUDA reserves far more virtual address space than it uses: with a GPU the address-space
 # limit would fail the first CUDA allocation, so it is lifted there (these are the course's
 # own reference solutions, not untrusted code).
-LIMITS = Limits(memory_bytes=resource.RLIM_INFINITY if torch.cuda.is_available() else 16 * 2**30, processes=100_000, cpu_seconds=3600, cell_seconds=180,
-                notebook_seconds=3600, output_bytes=100_000)
+LIMITS = Limits(memory_bytes=resource.RLIM_INFINITY if torch.cuda.is_available() else 16 * 2**30, processes=100_000,
+                cpu_seconds=3600, cell_seconds=180, notebook_seconds=3600, output_bytes=100_000,
+                gpu=torch.cuda.is_available())
 
 
 class EditDoesNotApply(AssertionError):
@@ -62,16 +67,19 @@ def apply_edits(reference: str, edits) -> str:
     return source + "\n"
 
 
-def wrong_answers(lesson: Path) -> dict | None:
-    """{grade_id: [wrong source, ...]}: the lesson's stored edits applied to its reference."""
+def wrong_answers(lesson: Path, kind: str = "WRONG_ANSWERS") -> dict | None:
+    """{grade_id: [wrong source, ...]}: the lesson's stored edits (``WRONG_ANSWERS``, or
+    ``LIBRARY_CALLS``: one per cell) applied to its reference; None without a fixture file."""
     path = FIXTURES / f"{lesson.name}.py"
     if not path.exists():
         return None
-    edits = runpy.run_path(str(path))["WRONG_ANSWERS"]
+    edits = runpy.run_path(str(path)).get(kind, {})
+    if kind == "LIBRARY_CALLS":
+        edits = {gid: [edit] for gid, edit in edits.items()}
     nb = nbformat.read(str(lesson / "exercises.ipynb"), as_version=4)
     reference = {_gid(c): c.source for c in nb.cells if _is_solution(c)}
     unknown = sorted(set(edits) - set(reference))
-    assert not unknown, f"{path.name}: wrong answers for unknown cells: {unknown}"
+    assert not unknown, f"{path.name}: {kind} for unknown cells: {unknown}"
     out = {}
     for gid, answers in edits.items():
         out[gid] = []
@@ -79,7 +87,7 @@ def wrong_answers(lesson: Path) -> dict | None:
             try:
                 out[gid].append(apply_edits(reference[gid], answer))
             except EditDoesNotApply as exc:
-                raise EditDoesNotApply(f"{path.name}: {gid} wrong answer #{n + 1}: {exc}") from None
+                raise EditDoesNotApply(f"{path.name}: {kind} {gid} #{n + 1}: {exc}") from None
     return out
 
 
@@ -134,48 +142,54 @@ def test_every_solution_cell_has_two_wrong_answers(lesson):
         assert len(set(answers)) == len(answers), f"{gid}: the same wrong answer twice"
 
 
-class Runner:
-    """The lesson's exercises in one kernel, with the reference state restorable."""
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_every_solution_cell_has_a_library_call_answer(lesson):
+    """For each exercise, the answer of a student who calls the closest ``course_lib``
+    function is stored (and must lose points, below): no exercise is one call into the library."""
+    fixture = wrong_answers(lesson, "LIBRARY_CALLS")
+    if fixture is None:
+        pytest.skip(f"tests/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
+    missing = [gid for gid in solution_ids(lesson) if gid not in fixture]
+    assert not missing, f"solution cells without a LIBRARY_CALLS answer: {missing}"
 
-    def __init__(self, nb, folder: Path):
-        self.nb = nb
-        self.kernel = SandboxKernel(folder, LIMITS, sandbox=False)
-        self.kernel.start()
 
-    def run(self, source: str) -> bool:
-        """True when the code ran without an error and wrote nothing to stderr."""
-        result = self.kernel.execute(source, LIMITS.cell_seconds)
-        if result.status in ("timeout", "died"):
-            self.restart()
-            return False
-        return result.status == "ok" and not any(o.get("name") == "stderr" for o in result.outputs)
+def _copy(cell, source: str | None = None, grade_id: str | None = None):
+    """A copy of a cell (new id), with another source or, for a test cell, another grade_id
+    and its hidden tests run in place."""
+    new = nbformat.v4.new_code_cell(cell.source if source is None else source, metadata=dict(cell.metadata))
+    if grade_id:
+        new.metadata = {**cell.metadata, "nbgrader": {**cell.metadata["nbgrader"], "grade_id": grade_id}}
+        new.source = HIDDEN_MARKER.sub("", new.source)
+    return new
 
-    def restart(self):
-        self.kernel.restart()
-        for cell in self.nb.cells:
-            if cell.cell_type == "code" and not is_test_cell(cell):
-                self.kernel.execute(cell.source, LIMITS.cell_seconds)
 
-    def close(self):
-        self.kernel.stop()
-
-    def tests_after(self, group: dict, replacement: dict[int, str], until_one_fails: bool = False) -> list[bool]:
-        """Run the group's solution cells (``replacement`` for some), the plain cells between,
-        and its test cells (with ``until_one_fails``, only until one fails: enough to know a
-        wrong answer loses points); return each run test cell's pass/fail; then restore the
-        reference."""
+def trial_notebook(nb, answers: dict[str, list[tuple[str, str]]]):
+    """The reference notebook with, after each exercise's last test cell, one trial per answer
+    (``{solution grade_id: [(label, source), ...]}``): the exercise's solution cells (one
+    replaced), its plain cells, copies of its test cells (grade_id ``<id>~<label>``), then its
+    solution and plain cells again as the reference has them. Returns (notebook, {label:
+    [copied test grade_ids]})."""
+    trials, cells = {}, []
+    groups = {g["tests"][-1]: g for g in exercises(nb) if g["tests"]}
+    for index, cell in enumerate(nb.cells):
+        cells.append(cell)
+        group = groups.get(index)
+        if group is None:
+            continue
+        restore = [nb.cells[i] for i in group["solutions"] + group["after"]]
         for i in group["solutions"]:
-            self.run(replacement.get(i, self.nb.cells[i].source))
-        for i in group["after"]:
-            self.run(self.nb.cells[i].source)
-        passed = []
-        for i in group["tests"]:
-            passed.append(self.run(self.nb.cells[i].source))
-            if until_one_fails and not passed[-1]:
-                break
-        for i in group["solutions"] + group["after"]:
-            self.run(self.nb.cells[i].source)
-        return passed
+            for label, source in answers.get(_gid(nb.cells[i]), []):
+                trials[label] = []
+                for j in group["solutions"]:
+                    cells.append(_copy(nb.cells[j], source if j == i else None))
+                cells += [_copy(nb.cells[j]) for j in group["after"]]
+                for j in group["tests"]:
+                    trials[label].append(f"{_gid(nb.cells[j])}~{label}")
+                    cells.append(_copy(nb.cells[j], grade_id=trials[label][-1]))
+                cells += [_copy(c) for c in restore]
+    trial = nbformat.v4.new_notebook(metadata=nb.metadata)
+    trial.cells = cells
+    return trial, trials
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
@@ -183,31 +197,51 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson, tmp_path):
     fixture = wrong_answers(lesson)
     if fixture is None:
         pytest.skip(f"tests/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
+    library = wrong_answers(lesson, "LIBRARY_CALLS") or {}
     nb = nbformat.read(str(lesson / "exercises.ipynb"), as_version=4)
+    answers: dict[str, list] = {}
+    for gid, sources in fixture.items():
+        answers.setdefault(gid, []).extend((f"wrong{n + 1}-{gid}", src) for n, src in enumerate(sources))
+    for gid, sources in library.items():
+        answers.setdefault(gid, []).append((f"library-{gid}", sources[0]))
+    trial, trials = trial_notebook(nb, answers)
+    blanks = blank_trials(nb, trial, trials)
     folder = tmp_path / lesson.name
     shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
-    runner = Runner(nb, folder)
-    try:
-        failed_reference = [_gid(c) for c in nb.cells if c.cell_type == "code"
-                            and not runner.run(c.source) and is_test_cell(c)]
-        assert not failed_reference, f"the reference solution fails test cells {failed_reference}"
-        by_id = {_gid(nb.cells[i]): (g, i) for g in exercises(nb) for i in g["solutions"]}
-        undetected, blank_passing = [], []
-        for group in exercises(nb):
-            if not group["tests"]:
-                continue
-            blank = runner.tests_after(group, {i: blank_of(nb.cells[i].source) for i in group["solutions"]})
-            if any(blank):
-                blank_passing.append([_gid(nb.cells[i]) for i, ok in zip(group["tests"], blank) if ok])
-        for gid, answers in fixture.items():
-            group, index = by_id[gid]
-            for n, source in enumerate(answers):
-                if all(runner.tests_after(group, {index: source}, until_one_fails=True)):
-                    undetected.append(f"{gid} wrong answer #{n + 1}")
-        assert not blank_passing, f"test cells that pass with the blank stub: {blank_passing}"
-        assert not undetected, f"wrong answers that keep full marks: {undetected}"
-    finally:
-        runner.close()
+    ex = execute_submission(trial, folder, LIMITS, lesson_facts(trial), sandbox=False, scratch=tmp_path)
+    passed = {gid: v.passed for gid, v in ex.verdicts.items()}
+    failed_reference = [_gid(c) for c in nb.cells if is_test_cell(c) and not passed.get(_gid(c))]
+    assert not failed_reference, f"the reference solution fails test cells {failed_reference}: {ex.notes[:3]}"
+    kept_marks = [label for label, gids in trials.items()
+                  if label not in blanks and all(passed.get(g) for g in gids)]
+    blank_passing = [g for label in blanks for g in trials[label] if passed.get(g)]
+    assert not blank_passing, f"test cells that pass with the blank stub: {blank_passing}"
+    assert not kept_marks, f"wrong answers (or library calls) that keep full marks: {kept_marks}"
+
+
+def blank_trials(nb, trial, trials: dict) -> set[str]:
+    """Adds to ``trial`` a blank trial per exercise (every solution cell of the exercise the
+    release's stub) after its last test cell; returns their labels."""
+    labels = set()
+    groups = exercises(nb)
+    ends = {id(nb.cells[g["tests"][-1]]): g for g in groups if g["tests"]}
+    cells = []
+    for cell in trial.cells:
+        cells.append(cell)
+        group = ends.get(id(cell))
+        if group is None:
+            continue
+        label = f"blank-{_gid(nb.cells[group['solutions'][0]])}"
+        labels.add(label)
+        trials[label] = []
+        cells += [_copy(nb.cells[j], blank_of(nb.cells[j].source)) for j in group["solutions"]]
+        cells += [_copy(nb.cells[j]) for j in group["after"]]
+        for j in group["tests"]:
+            trials[label].append(f"{_gid(nb.cells[j])}~{label}")
+            cells.append(_copy(nb.cells[j], grade_id=trials[label][-1]))
+        cells += [_copy(nb.cells[j]) for j in group["solutions"] + group["after"]]
+    trial.cells = cells
+    return labels
 
 
 def test_exercise_grouping_and_blank_stub():

@@ -52,3 +52,22 @@ def test_transfer_benchmark():
 
 def test_pcie_constant():
     assert devices.PCIE_GEN3_X16_BYTES_PER_S == pytest.approx(15.75e9, rel=1e-3)
+
+
+def test_the_declared_torch_floor_has_the_apis_the_course_uses():
+    """pyproject.toml and environment.yml ask for a torch that has what course_lib calls:
+    torch.accelerator.current_accelerator(check_available=...) (2.7) and the public
+    torch.distributed.fsdp.fully_shard (2.6)."""
+    import re
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    floors = [re.search(r'"torch>=(\d+)\.(\d+)', (repo / "pyproject.toml").read_text()),
+              re.search(r"pytorch-gpu>=(\d+)\.(\d+)", (repo / "environment.yml").read_text())]
+    assert all(floors), "torch's floor is not declared"
+    assert all((int(m.group(1)), int(m.group(2))) >= (2, 7) for m in floors), [m.group(0) for m in floors]
+    import inspect
+
+    import torch
+
+    assert "check_available" in inspect.signature(torch.accelerator.current_accelerator).parameters

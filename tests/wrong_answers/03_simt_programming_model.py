@@ -17,8 +17,6 @@ WRONG_ANSWERS = {
         out[i]""", 'out[i]'),
         # off-by-one bounds check
         ('    if i < x.size:', '    if i <= x.size:'),
-        # the library's vector-add kernel instead: no alpha, other arguments
-        ('        out[i] = alpha * x[i] + y[i]', '        out[i] = alpha * x[i] + y[i]\naxpy_kernel = kernels.vector_add_kernel'),
         # issue 26: overwrites its input y with -alpha * x and never writes out, so alpha * x + y
         # computed after the launch from the same arrays would be the zeros out still holds
         ('        out[i] = alpha * x[i] + y[i]', '        y[i] = -alpha * x[i]'),
@@ -55,8 +53,6 @@ WRONG_ANSWERS = {
            '        a_tile[ty, tx] = a[row, phase * T + tx]\n'),
           ('        if phase * T + ty < b.shape[0] and col < b.shape[1]:\n            b_tile[ty, tx] = b[phase * T + ty, col]\n        else:\n            b_tile[ty, tx] = 0.0\n',
            '        b_tile[ty, tx] = b[phase * T + ty, col]\n')]),
-        # the library's naive kernel under this name: right values, 2k global reads
-        ('        c[row, col] = total', '        c[row, col] = total\ntiled_matmul_kernel = kernels.matmul_naive_kernel'),
     ],
     'ex4_dot': [
         # no barrier between halving steps: a thread reads a slot another thread is still adding to (a race)
@@ -68,10 +64,16 @@ WRONG_ANSWERS = {
          '            acc += x[k] * y[k]\n        partial[cuda.blockIdx.x] = acc'),
         # no bounds guard: the last block's threads read past the end of x and y
         ('    products[t] = x[i] * y[i] if i < x.size else 0.0', '    products[t] = x[i] * y[i]'),
-        # thread 0 adds all slots alone: right values, 32 shared reads
+        # thread 0 adds all slots alone: right values, 128 shared reads
         ([('    half = R // 2\n', '    half = 0\n'),
           ('        partial[cuda.blockIdx.x] = products[0]',
            '        acc = 0.0\n        for k in range(R):\n            acc += products[k]\n        partial[cuda.blockIdx.x] = acc')]),
+        # interleaved addressing: the right sum and 15 shared reads, but `t % (2 * step)` splits the
+        # lanes of every warp at every step (24 divergent warp branches per block, budget 7)
+        ('    half = R // 2\n    while half > 0:\n        if t < half:\n            products[t] += products[t + half]\n'
+         '        cuda.syncthreads()\n        half //= 2\n',
+         '    step = 1\n    while step < R:\n        if t % (2 * step) == 0:\n            products[t] += products[t + step]\n'
+         '        cuda.syncthreads()\n        step *= 2\n'),
     ],
     'ex5_rowsum': [
         # no barrier between halving steps (a race)
@@ -104,4 +106,60 @@ WRONG_ANSWERS = {
         # issue 26: zeroes its input x and never writes out (zeros are the scan of zeros)
         ('        out[i] = vals[t]', '        x[i] = 0.0'),
     ],
+    'ex7_naive': [
+        # a copy, not a transpose: out[row, col] (and out has the transposed shape)
+        ('        out[col, row] = a[row, col]', '        out[row, col] = a[row, col]'),
+        # no bounds guard: threads of the edge blocks index outside a
+        ('    if row < a.shape[0] and col < a.shape[1]:\n        out[col, row]', '    if True:\n        out[col, row]'),
+    ],
+    'ex7_tiled': [
+        # the uncoalesced transpose: the tile is used, but each thread still writes out[col, row], down
+        # a column of out (32 sectors per warp access where 4 would do)
+        ([('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n',
+           '    out_row = col\n    out_col = row\n'),
+          ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_row, out_col] = tile[ty, tx]')]),
+        # no barrier between filling the tile and reading it: a race
+        ('    cuda.syncthreads()\n', ''),
+        # the naive kernel of part 1 under this name: right values, uncoalesced writes
+        ('        out[out_row, out_col] = tile[tx, ty]',
+         '        out[out_row, out_col] = tile[tx, ty]\ntranspose_tiled_kernel = transpose_naive_kernel'),
+        # the output tile's row and column swapped: right only where the matrix is square
+        ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_col, out_row] = tile[tx, ty]'),
+    ],
+    'ex8_padded': [
+        # the unpadded tile: a column of it lies in one bank, a 32-way conflict
+        ('cuda.shared.array((TILE, PADDED), float32)', 'cuda.shared.array((TILE, TILE), float32)'),
+        # padded, but the write goes down a column of out again: no conflict, uncoalesced
+        ([('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n',
+           '    out_row = col\n    out_col = row\n'),
+          ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_row, out_col] = tile[ty, tx]')]),
+        # no guard on the write: the edge blocks write outside out
+        ('    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col]',
+         '    if True:\n        out[out_row, out_col]'),
+    ],
+}
+
+# What a student who reads course_lib would submit: the closest library kernel (or helper) under the
+# exercise's name instead of writing one. course_lib holds no kernel an exercise asks for (see
+# course_lib/kernels.py), so each computes something else or takes other arguments, and loses points.
+LIBRARY_CALLS = {
+    # blocks_for is blocks_needed (its point is the library's), but vector_add has no alpha
+    'ex1_axpy': [('    return (n + threads_per_block - 1) // threads_per_block', '    return kernels.blocks_for(n, threads_per_block)'),
+                 ('        out[i] = alpha * x[i] + y[i]', '        out[i] = alpha * x[i] + y[i]\naxpy_kernel = kernels.vector_add_kernel')],
+    # vector add of two arguments: no window, other arity
+    'ex2_pool': ('        out[i] = window[t] + window[t + 1] + window[t + 2]',
+                 '        out[i] = window[t] + window[t + 1] + window[t + 2]\npool3_kernel = kernels.vector_add_kernel'),
+    # the library's naive matmul: right values, 2k global reads per thread
+    'ex3_tiled': ('        c[row, col] = total', '        c[row, col] = total\ntiled_matmul_kernel = kernels.matmul_naive_kernel'),
+    # the library's vector add: elementwise x + y into partial, no reduction
+    'ex4_dot': ('        partial[cuda.blockIdx.x] = products[0]',
+                '        partial[cuda.blockIdx.x] = products[0]\ndot_kernel = kernels.vector_add_kernel'),
+    # the library's distance kernel takes three arguments, not (a, out)
+    'ex5_rowsum': ('        out[row] = lanes[0]', '        out[row] = lanes[0]\nrow_sums_kernel = kernels.squared_distance_kernel'),
+    'ex6_scan': ('        out[i] = vals[t]', '        out[i] = vals[t]\nblock_scan_kernel = kernels.vector_add_kernel'),
+    'ex7_naive': ('        out[col, row] = a[row, col]', '        out[col, row] = a[row, col]\ntranspose_naive_kernel = kernels.matmul_naive_kernel'),
+    'ex7_tiled': ('        out[out_row, out_col] = tile[tx, ty]',
+                  '        out[out_row, out_col] = tile[tx, ty]\ntranspose_tiled_kernel = kernels.matmul_naive_kernel'),
+    'ex8_padded': ('        out[out_row, out_col] = tile[tx, ty]',
+                   '        out[out_row, out_col] = tile[tx, ty]\ntranspose_padded_kernel = kernels.matmul_naive_kernel'),
 }

@@ -128,7 +128,28 @@ def build_lesson(lesson_dir: Path, out: Path) -> dict:
     phases["slides"] = round(time.perf_counter() - t, 2)
 
     t = time.perf_counter()
-    exercises_ok = False
+    exercises_ok = _release_and_grade(lesson_dir, out, executed_dir, row)
+    phases["release_and_grading"] = round(time.perf_counter() - t, 2)
+    row["executed"] = lecture is not None and exercises_ok
+
+    t = time.perf_counter()
+    for nb_name in (LECTURE, EXERCISES):
+        executed = executed_dir / nb_name
+        if executed.exists():
+            try:  # index.html links these: a browser shows them rendered, not as JSON
+                notebook_html(executed, executed.with_suffix(".html"), out / "slides")
+            except Exception as exc:  # noqa: BLE001
+                row["errors"].append(f"html of {nb_name}: {_error_text(exc)}")
+    phases["html"] = round(time.perf_counter() - t, 2)
+    row["seconds"] = round(time.perf_counter() - start, 1)
+    return row
+
+
+def _release_and_grade(lesson_dir: Path, out: Path, executed_dir: Path, row: dict) -> bool:
+    """The student version into ``out/release/<lesson>``, and the round trip: reference and
+    blank graded through the trusted checker (scores into ``row``, the graded reference beside
+    the executed lecture). True when the reference ran without an error outside its test cells."""
+    name = lesson_dir.name
     try:
         from .grading.round_trip import round_trip  # nbgrader: only the round trip needs it (a GPU machine may lack it)
         result = round_trip(lesson_dir, out / "grading" / name)
@@ -146,24 +167,12 @@ def build_lesson(lesson_dir: Path, out: Path) -> dict:
                                  f"(see {executed_dir / EXERCISES})")
         row.update(max_score=result["max_score"], reference_score=result["reference_score"],
                    blank_score=result["blank_score"])
+        return exercises_ok
     except Exception as exc:  # noqa: BLE001
         row["errors"].append(f"grading: {_error_text(exc)}")
         (out / "grading").mkdir(parents=True, exist_ok=True)
         (out / "grading" / f"{name}.traceback.txt").write_text(traceback.format_exc())
-    phases["release_and_grading"] = round(time.perf_counter() - t, 2)
-    row["executed"] = lecture is not None and exercises_ok
-
-    t = time.perf_counter()
-    for nb_name in (LECTURE, EXERCISES):
-        executed = executed_dir / nb_name
-        if executed.exists():
-            try:  # index.html links these: a browser shows them rendered, not as JSON
-                notebook_html(executed, executed.with_suffix(".html"), out / "slides")
-            except Exception as exc:  # noqa: BLE001
-                row["errors"].append(f"html of {nb_name}: {_error_text(exc)}")
-    phases["html"] = round(time.perf_counter() - t, 2)
-    row["seconds"] = round(time.perf_counter() - start, 1)
-    return row
+        return False
 
 
 def _has_errors(path: Path) -> bool:

@@ -5,7 +5,8 @@ seconds of each phase summed over lessons:
 * ``execute_lecture``: running lecture.ipynb top to bottom in a fresh kernel;
 * ``slides``: the offline deck, made from that executed notebook (not executed again);
 * ``release_and_grading``: nbgrader's student version, then the round trip (reference and
-  blank autograded; the exercises run once for the reference);
+  blank graded as students are, every test cell judged by the trusted checker; the reference
+  runs once for the lesson's plan, then as a student beside the blank);
 * ``html``: the executed notebooks rendered as web pages for build/index.html.
 
 ``release_alone_seconds`` times nbgrader's release of every lesson on its own, so the

@@ -1,7 +1,8 @@
 """Data parallelism from scratch (lesson 09): one model replica per device, one slice of
 the batch per replica, gradients summed across replicas, the same update everywhere.
 
-One training step on ``k`` devices (seed 003, section 12.5.2):
+One training step on ``k`` devices (A. Zhang, Z. C. Lipton, M. Li, A. J. Smola, *Dive into Deep
+Learning*, 2023, section 12.5.2, https://d2l.ai/chapter_computational-performance/multiple-gpus.html):
 
 1. :func:`get_params` once: copy the model to every device (the replicas).
 2. split the minibatch into ``k`` slices, slice ``i`` on device ``i``;

@@ -1,4 +1,6 @@
-"""A (key, value) store with push and pull (lesson 11, seed 003 section 12.7.4).
+"""A (key, value) store with push and pull (lesson 11; A. Zhang, Z. C. Lipton, M. Li, A. J. Smola,
+*Dive into Deep Learning*, 2023, section 12.7.4,
+https://d2l.ai/chapter_computational-performance/parameterserver.html).
 
 - ``push(key, value)`` sends gradients to the store, which *aggregates* them (sums);
   a list of values (one per GPU or worker) is summed first. If the store has an
@@ -9,7 +11,7 @@
 Summation is a commutative reduction, so the order in which pushes arrive does not
 matter. :class:`ShardedKVStore` splits every value across ``n`` servers, so with ``m``
 workers each server receives ``m / n`` of the bytes that a single server would (the
-``O(m)`` versus ``O(m/n)`` of the seed). Both count the bytes every server receives.
+``O(m)`` versus ``O(m/n)`` of that section). Both count the bytes every server receives.
 """
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ Three schedules, all written with ``dist.send`` / ``dist.recv`` only:
 - :func:`ring_allreduce`: the tensor is cut into ``n`` chunks; ``n-1`` reduce-scatter steps
   (pass a chunk to the right neighbour, which adds its own) then ``n-1`` all-gather steps
   (pass the finished chunks around). Each link carries ``2 (n-1)/n`` of the tensor, nearly
-  independent of ``n`` (seed 003, section 12.7.2).
+  independent of ``n`` (A. Zhang, Z. C. Lipton, M. Li, A. J. Smola, *Dive into Deep Learning*,
+  2023, section 12.7, https://d2l.ai/chapter_computational-performance/parameterserver.html).
 
-The cost model (section 12.7 of seed 003) prices the schedules with a latency ``alpha``
+The cost model (the same section) prices the schedules with a latency ``alpha``
 (seconds per message) and a bandwidth (bytes per second) per link.
 """
 from __future__ import annotations
@@ -275,7 +276,7 @@ def aggregate_on_one_gpu_seconds(nbytes: float, n: int, bandwidth: float,
     """The other ``n-1`` GPUs send their gradients to one GPU, one after another through that
     GPU's link, which then sends the updated parameters back the same way.
 
-    Seed 003, 12.7.1: 160 MB on 4 GPUs at 16 GB/s: 3 x 10 ms + 3 x 10 ms = 60 ms.
+    *Dive into Deep Learning*, 12.7.1: 160 MB on 4 GPUs at 16 GB/s: 3 x 10 ms + 3 x 10 ms = 60 ms.
     """
     return 2 * (n - 1) * transfer_seconds(nbytes, bandwidth, latency)
 
@@ -284,7 +285,7 @@ def aggregate_on_cpu_seconds(nbytes: float, n: int, bandwidth: float,
                              latency: float = 0.0) -> float:
     """All ``n`` GPUs send to the CPU through its one link, and receive the result back.
 
-    Seed 003, 12.7.1: 4 x 10 ms + 4 x 10 ms = 80 ms.
+    *Dive into Deep Learning*, 12.7.1: 4 x 10 ms + 4 x 10 ms = 80 ms.
     """
     return 2 * n * transfer_seconds(nbytes, bandwidth, latency)
 
@@ -295,7 +296,7 @@ def split_aggregate_seconds(nbytes: float, n: int, bandwidth: float,
     of a full-bandwidth PCIe switch work at once, so each GPU receives ``n-1`` parts of
     ``nbytes / n`` and sends as many back.
 
-    Seed 003, 12.7.1: 3 x 40 MB / 16 GB/s = 7.5 ms, twice: 15 ms.
+    *Dive into Deep Learning*, 12.7.1: 3 x 40 MB / 16 GB/s = 7.5 ms, twice: 15 ms.
     """
     return 2 * (n - 1) * transfer_seconds(nbytes / n, bandwidth, latency)
 
@@ -304,8 +305,10 @@ def ring_allreduce_seconds(nbytes: float, n: int, bandwidth: float, latency: flo
     """Ring allreduce: ``2 (n-1)`` steps, each moving ``nbytes / n`` over every link at once.
 
     ``bandwidth`` is what one GPU can send to its neighbour (all rings together). As
-    ``n`` grows the time tends to ``2 nbytes / bandwidth``: seed 003's estimate for 8 V100s
-    on NVLink, ``2 x 160 MB / (3 x 18 GB/s)`` = 5.9 ms (:func:`ring_allreduce_limit_seconds`).
+    ``n`` grows the time tends to ``2 nbytes / bandwidth`` (:func:`ring_allreduce_limit_seconds`).
+    8 V100s on NVLink 2.0 (25 GB/s per link and direction, NVIDIA, "NVIDIA Tesla V100 GPU
+    Architecture", 2017), with rings that give every GPU 3 links' worth to its neighbour:
+    160 MB take ``2 x 7/8 x 160 MB / (3 x 25 GB/s)`` = 3.7 ms, 4.3 ms in the large-``n`` limit.
     """
     if n == 1:
         return 0.0

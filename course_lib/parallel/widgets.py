@@ -11,11 +11,13 @@ import numpy as np
 
 from . import collectives, kvstore
 
-# Link bandwidths named in seed 003, section 12.7 (bytes per second, one direction).
+# Link bandwidths (bytes per second, one direction): PCIe and Ethernet as in A. Zhang et al.,
+# *Dive into Deep Learning*, 2023, section 12.7; NVLink 2.0 from NVIDIA's "NVIDIA Tesla V100 GPU
+# Architecture" whitepaper, 2017 (25 GB/s per link and direction, 6 links per V100).
 LINKS = {
     "PCIe 3.0 x16 (16 GB/s)": 16e9,
-    "NVLink, one link (18 GB/s)": 18e9,
-    "NVLink, 3 links of a V100 ring (54 GB/s)": 54e9,
+    "NVLink 2.0, one link (25 GB/s)": 25e9,
+    "NVLink 2.0, 3 links of a V100 ring (75 GB/s)": 75e9,
     "100 GbE (10 GB/s)": 10e9,
     "10 GbE (1 GB/s)": 1e9,
 }

@@ -80,6 +80,22 @@ def _graded_notebook(nb, ex: Execution):
     return graded
 
 
+def _record(outcome: Outcome, nb, ex: Execution, ctx: dict) -> None:
+    """One graded run into ``outcome`` (points per test cell, score, notes) and the shard
+    folder (graded notebook; feedback page when asked)."""
+    student = outcome.student
+    outcome.reasons += ex.notes
+    graded = _graded_notebook(nb, ex)
+    nbformat.write(graded, str(ctx["out"] / "graded" / f"{student}.ipynb"))
+    points = {_nb_meta(c)["grade_id"]: float(_nb_meta(c).get("points", 0)) for c in nb.cells if is_test_cell(c)}
+    scores = {g: (p if ex.verdicts.get(g) and ex.verdicts[g].passed else 0.0, p) for g, p in points.items()}
+    outcome.cells = {g: s for g, (s, _) in scores.items()}
+    outcome.score = sum(outcome.cells.values())
+    if ctx["feedback"]:
+        fb = feedback_notebook(nb, ex, scores, (outcome.score, ctx["max_score"]), outcome.reasons, ctx["release_nb"])
+        (ctx["out"] / "feedback" / f"{student}.html").write_text(render_html(fb, local_mathjax_url()))
+
+
 def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
     """Grade one student's folder in submitted/; write its graded notebook and feedback page
     into the shard folder. Never raises."""
@@ -104,18 +120,7 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
                                     ctx["scratch"])
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        outcome.reasons += ex.notes
-        graded = _graded_notebook(nb, ex)
-        nbformat.write(graded, str(ctx["out"] / "graded" / f"{student}.ipynb"))
-        points = {_nb_meta(c)["grade_id"]: float(_nb_meta(c).get("points", 0)) for c in nb.cells if is_test_cell(c)}
-        scores = {g: (p if ex.verdicts.get(g) and ex.verdicts[g].passed else 0.0, p) for g, p in points.items()}
-        outcome.cells = {g: s for g, (s, _) in scores.items()}
-        outcome.score = sum(outcome.cells.values())
-        if ctx["feedback"]:
-            total = (outcome.score, ctx["max_score"])
-            notes = outcome.reasons
-            fb = feedback_notebook(nb, ex, scores, total, notes, ctx["release_nb"])
-            (ctx["out"] / "feedback" / f"{student}.html").write_text(render_html(fb, local_mathjax_url()))
+        _record(outcome, nb, ex, ctx)
     except SubmissionProblem as exc:  # refused, or not a notebook: no score (CSV and gradebook), the reason says why
         outcome.status, outcome.reasons, outcome.score = "refused", [*outcome.reasons, str(exc)], float("nan")
         outcome.cells = {}
@@ -198,11 +203,13 @@ def _reference_runner(ctx: dict):
         except SubmissionProblem:
             files = [(f"{GRADED_NOTEBOOK}.ipynb", (source / f"{GRADED_NOTEBOOK}.ipynb").stat().st_size)]
         copy_files(source, ref_dir, files, sandbox_uid(0) if ctx["sandbox"] else None)
+        nb = reference_notebook(ctx["source_nb"], ctx["release_nb"])
         try:
-            return execute_submission(reference_notebook(ctx["source_nb"], ctx["release_nb"]), ref_dir,
-                                      ctx["limits"], facts, 0, ctx["sandbox"], ctx["scratch"])
+            ex = execute_submission(nb, ref_dir, ctx["limits"], facts, 0, ctx["sandbox"], ctx["scratch"])
         finally:
             shutil.rmtree(ref_dir, ignore_errors=True)
+        ctx["reference_run"] = (nb, ex)
+        return ex
 
     return reference
 
@@ -249,13 +256,16 @@ def _on_sigterm(stop: threading.Event) -> dict:
 def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions: Path | None = None,
                  workers: int = 1, limits: Limits | None = None, sandbox: bool = True,
                  progress: bool = True, feedback: bool = True, shard: tuple[int, int] = (0, 1),
-                 merge_after: bool | None = None) -> list[Outcome]:
+                 merge_after: bool | None = None, reference_student: str | None = None) -> list[Outcome]:
     """Grade one lesson's submissions (those of shard ``shard[0]`` of ``shard[1]``, by index in
     the sorted list of students); merge when unsharded (or ``merge_after``). Returns this
     shard's outcomes, or the merged ones. Raises GradingError for a fault of the grader,
     SandboxUnavailable when ``sandbox`` is asked for and cannot be had. The steps: take the
     submissions in, check the lesson's one judge on its reference (``plan``), grade each student
-    in a sandbox slot, write this shard's results, merge them into the gradebook and CSV."""
+    in a sandbox slot, write this shard's results, merge them into the gradebook and CSV.
+    ``reference_student`` (the build's round trip) names a student whose submission is the
+    reference solution: when the plan graded the reference in this run, that run is their grade
+    (recorded as any student's) rather than a second run of the same notebook."""
     lesson = lesson_dir.name
     limits = limits or Limits()
     course = course or CourseDir(REPO, NOTEBOOKS)
@@ -276,6 +286,9 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     try:
         plan = lesson_plan(course.root, lesson, source_nb, release_nb, _reference_runner(ctx))  # refuses a failing reference
         ctx["facts"] = lesson_facts(source_nb, plan)
+        if reference_student in mine and "reference_run" in ctx:
+            done[reference_student] = Outcome(reference_student)
+            _record(done[reference_student], *ctx["reference_run"], ctx)
         done.update({s: Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=max_score)
                      for s in mine if s in refused})
         _grade_all(ctx, [s for s in mine if s not in done], workers, stop, done, progress)

@@ -2,7 +2,8 @@
 and its blank release graded as two students are by ``course grade`` (the same intake, the
 same trusted checker judging every test cell, nbgrader keeping the scratch gradebook). So what
 ``course build`` proves, "reference = max, blank = 0", is proven by the judge that grades
-students, not by nbgrader's own Autograde. The real gradebook is never touched.
+students, not by nbgrader's own Autograde. The reference runs once: the lesson's plan grades
+it before any student, and that run is the "reference" student's grade. The real gradebook is never touched.
 
 The scratch course grades without bubblewrap: reference and blank are the instructor's own
 code, and a build must run where no sandbox can be had (a laptop, a GPU machine's image).
@@ -44,7 +45,7 @@ def round_trip(lesson_dir: Path, workdir: Path, limits: Limits | None = None) ->
         target.mkdir(parents=True)
         shutil.copy2(folder / f"{GRADED_NOTEBOOK}.ipynb", target)
     outcomes = grade_lesson(lesson_dir, course=course, workers=len(STUDENTS), limits=limits or build_limits(), sandbox=False,
-                            progress=False, feedback=False)
+                            progress=False, feedback=False, reference_student="reference")
     reasons = {o.student: o.reasons for o in outcomes}
     ref, max_score = score(course, lesson, "reference")
     blank, _ = score(course, lesson, "blank")

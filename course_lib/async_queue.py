@@ -15,15 +15,19 @@ so the effect can be measured on any machine:
 - ``LazyValue.item()`` / ``print(value)`` / ``value.cpu()`` block until that value is
   computed; ``AsyncBackend.synchronize()`` blocks until the queue is empty.
 
-Costs follow seed 003 §12.2: issuing a task costs the frontend ``t1`` seconds, executing it
-costs the backend ``t2``, returning its result to Python costs ``t3``. Waiting after every
+Costs follow *Dive into Deep Learning* (Zhang, Lipton, Li, Smola), section "Asynchronous
+Computation", https://d2l.ai/chapter_computational-performance/async-computation.html:
+issuing a task costs the frontend ``t1`` seconds, executing it costs the backend ``t2``, returning its result to Python costs ``t3``. Waiting after every
 task takes about ``N (t1 + t2 + t3)``; issuing all of them and waiting once takes
 ``max(t1 + N t2, N t1 + t2) + t3`` (which is ``t1 + N t2 + t3`` when ``t2 >= t1``).
 
 The model measures how many tasks are *in flight* (issued, not finished) and how many
-bytes they hold: with an unbounded queue and a fast frontend that number grows with N,
-which is how an asynchronous training loop without a sync point runs out of memory.
-``max_in_flight`` bounds it, as one ``.item()`` per batch does.
+bytes each holds until it has run: with an unbounded queue and a fast frontend that number
+grows with N. In PyTorch this is not device memory (the CUDA caching allocator hands a
+tensor freed by Python to the next allocation on the same stream, which can only run after
+the kernels already queued), but what the frontend keeps alive for queued work: pinned host
+buffers of ``non_blocking`` copies, batches the data loader made, launches waiting in the
+stream. ``max_in_flight`` bounds it, as one ``.item()`` per batch does.
 """
 from __future__ import annotations
 

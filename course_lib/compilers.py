@@ -2,8 +2,10 @@
 
 Eager PyTorch is *imperative*: Python runs ``forward`` line by line and each operator is
 dispatched on its own, paying interpreter and dispatch overhead every call. The other
-routes capture the computation as a graph first (the *symbolic* style of seed 003 §12.1,
-which MXNet called hybridization):
+routes capture the computation as a graph first (the *symbolic* style that Zhang, Lipton, Li
+and Smola's *Dive into Deep Learning*, section "Compilers and Interpreters",
+https://d2l.ai/chapter_computational-performance/hybridize.html, teaches with MXNet's
+hybridization):
 
 - ``torch.jit.trace`` runs the model once on an example and records the operators it saw
   (Python control flow is frozen to the path that example took);
@@ -36,7 +38,9 @@ from .timing import benchmark
 
 def make_mlp(in_features: int = 512, hidden: tuple[int, ...] = (256, 128), out_features: int = 2,
              seed: int = 0) -> nn.Sequential:
-    """The seed's small MLP: Linear + ReLU layers, then a Linear output (evaluation mode)."""
+    """The small MLP of *Dive into Deep Learning*'s hybridization section (512 inputs, hidden
+    widths 256 and 128, 2 outputs by default): Linear + ReLU layers, then a Linear output, in
+    evaluation mode, its weights drawn from ``torch.manual_seed(seed)``."""
     torch.manual_seed(seed)
     layers: list[nn.Module] = []
     width = in_features

@@ -4,7 +4,8 @@ A GPU pays a fixed cost per call (kernel launch, transfers, Python overhead) and
 processes large problems quickly; a CPU starts faster but grows steeply. The size where
 the lines cross is the *crossover*. Here every line is measured on this machine; GPU
 backends are timed only on a real GPU (the Numba CUDA simulator is never timed), with their
-data kept on the device between calls, and seed 004's GPU figures are drawn beside the local
+data kept on the device between calls, and the GPU figures of ETH Zurich's course section
+"Graphics Processing Units" (Scientific IT Services, 2020-2021) are drawn beside the local
 lines, labelled with their source. (Finding the crossover size in a sweep is lesson 04's
 exercise 4, so it is not a library function.)
 """
@@ -100,9 +101,11 @@ def sweep(sizes, backends=None, d: int = 3, repeat: int = 3, seed: int = 0,
     return result
 
 
-def seed_gpu_figures() -> list[dict]:
-    """Seed 004's cited GPU figures for the distance matrix (``data/seed004_gpu_distance.csv``)."""
-    with (DATA_DIR / "seed004_gpu_distance.csv").open(newline="") as fh:
+def cited_gpu_figures() -> list[dict]:
+    """The cited GPU figures for the distance matrix (``data/eth_gpu_distance.csv``: ETH Zurich
+    Scientific IT Services, course section "Graphics Processing Units", 2020-2021), each row a
+    dict with its figure name, float value, unit, number of points, device and source."""
+    with (DATA_DIR / "eth_gpu_distance.csv").open(newline="") as fh:
         rows = list(csv.DictReader(fh))
     for row in rows:
         row["value"] = float(row["value"])
@@ -111,7 +114,7 @@ def seed_gpu_figures() -> list[dict]:
 
 def plot(result: Sweep, baseline: str = "numpy-matmul", axes=None):
     """Two panels: seconds against n (measured here), and speed-up over ``baseline`` with
-    seed 004's cited GPU speed-up marked. Untimed backends are named in the title."""
+    the cited GPU speed-up (:func:`cited_gpu_figures`) marked. Untimed backends are named in the title."""
     if axes is None:
         _, axes = plt.subplots(1, 2, figsize=(11, 4))
     left, right = axes
@@ -129,13 +132,13 @@ def plot(result: Sweep, baseline: str = "numpy-matmul", axes=None):
     base = np.asarray(result.seconds.get(baseline, [np.nan] * len(sizes)))
     for backend, secs in result.seconds.items():
         right.plot(sizes, base / np.asarray(secs), "o-", label=f"{backend} (measured)")
-    for fig in seed_gpu_figures():
+    for fig in cited_gpu_figures():
         if fig["figure"] == "cupy_speedup_over_numpy":
             right.plot([float(fig["points"])], [fig["value"]], "r*", ms=14,
-                       label=f"CuPy on a GPU, cited: {fig['source'].split(' (')[0]}")
+                       label="CuPy on a GPU, cited (ETH course)")
         if fig["figure"] == "cpu_faster_below_points":
             right.axvspan(sizes.min(), fig["value"], color="orange", alpha=0.12,
-                          label="seed 004: CPU beat the GPU somewhere in here (cited)")
+                          label="CPU beat the GPU in here, cited (ETH course)")
     right.axhline(1.0, color="grey", lw=1)
     right.set_xscale("log")
     right.set_yscale("log")

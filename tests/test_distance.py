@@ -130,19 +130,19 @@ def test_sweep_stops_slow_backends():
     assert secs[0] > 0 and math.isnan(secs[1]) and math.isnan(secs[2])
 
 
-def test_seed_figures_and_plot_labels():
+def test_cited_figures_and_plot_labels():
     import matplotlib
 
     matplotlib.use("Agg")
-    figures = {f["figure"]: f for f in crossover.seed_gpu_figures()}
+    figures = {f["figure"]: f for f in crossover.cited_gpu_figures()}
     assert figures["cupy_speedup_over_numpy"]["value"] == 4.0
-    assert all(f["source"].startswith("seed 004") for f in figures.values())
+    assert all(f["source"].startswith("ETH Zurich Scientific IT Services") for f in figures.values())
     result = crossover.Sweep([16, 32], {"numpy-matmul": [1e-4, 2e-4], "numba-cpu": [5e-5, 6e-5]},
                              measured_on={"numpy-matmul": "measured here on: test CPU",
                                           "numba-cpu": "measured here on: test CPU"},
                              not_timed={"numba-cuda": "simulator, not timed"})
     left, right = crossover.plot(result)
     labels = [t.get_text() for t in right.get_legend().get_texts()]
-    assert any("cited" in label and "seed 004" in label for label in labels)
+    assert any("cited" in label and "ETH" in label for label in labels)
     assert "measured here on: test CPU" in left.get_title()
     assert "simulator, not timed" in right.get_title()

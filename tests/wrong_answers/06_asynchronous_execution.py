@@ -35,7 +35,7 @@ WRONG_ANSWERS = {
     return elapsed / repeat"""),
     ],
     'ex2_model': [
-        # the seed's formula only: wrong when the frontend is the bottleneck
+        # the textbook's formula only: wrong when the frontend is the bottleneck
         ("""if n == 0:
         return 0.0
     return max(t1 + n * t2, n * t1 + t2) + t3""", 'return t1 + n * t2 + t3 if n else 0.0'),

@@ -1,0 +1,79 @@
+"""course_lib.checks.traffic, the checks lesson 03's exercises grade with (run in the trusted checker):
+the reference solutions pass and the wrong answers a student would write fail, with a message that
+states the target and names the source line: the uncoalesced transpose on sectors per warp access,
+the unpadded tile on bank conflicts, the interleaved reduction on divergent warp branches."""
+import re
+
+import numpy as np
+import pytest
+import simt_lessons as lessons
+
+from course_lib import kernels
+from course_lib.checks import CheckFailed
+from course_lib.checks.traffic import (check_bank_conflicts, check_divergence, check_sectors, divergent_per_block,
+                                       launch_traffic)
+
+SOURCES = lessons.solution_cells("03")
+WRONG = lessons.wrong_answers("03")
+
+
+def kernel(gid: str, name: str, wrong: int = -1):
+    source = SOURCES[gid] if wrong < 0 else lessons.apply(SOURCES[gid], WRONG[gid][wrong])
+    assert source is not None, f"{gid} wrong answer {wrong} no longer applies"
+    return lessons.build("03", source, name, f"<test traffic {gid} {wrong}>")
+
+
+def transpose(k, rows=40, cols=72):
+    a = np.random.default_rng(3).random((rows, cols)).astype(np.float32)
+    grid, block = kernels.grid_2d(rows, cols, (32, 32))
+    out, result = launch_traffic(k, grid, block, (a, np.zeros((cols, rows), np.float32)))
+    np.testing.assert_array_equal(out, a.T)
+    return result
+
+
+def test_the_tiled_transpose_is_coalesced_and_the_naive_one_is_not():
+    check_sectors("tiled", transpose(kernel("ex7_tiled", "transpose_tiled_kernel")))
+    uncoalesced = transpose(kernel("ex7_tiled", "transpose_tiled_kernel", wrong=0))
+    with pytest.raises(CheckFailed) as failed:
+        check_sectors("uncoalesced", uncoalesced)
+    message = str(failed.value)
+    assert re.search(r"expected <= 4 sectors per warp access .* got (\d+) at line \d+ \(writes out\[", message), message
+    assert int(re.search(r"got (\d+)", message).group(1)) >= 16
+    with pytest.raises(CheckFailed, match="got 24 at line"):
+        check_sectors("naive", transpose(kernel("ex7_naive", "transpose_naive_kernel")))
+
+
+def test_a_row_not_starting_on_a_sector_gets_one_sector_of_slack():
+    check_sectors("37 columns", transpose(kernel("ex7_tiled", "transpose_tiled_kernel"), rows=33, cols=37))
+
+
+def test_the_padded_tile_has_no_bank_conflict_and_the_unpadded_one_32_way():
+    padded = transpose(kernel("ex8_padded", "transpose_padded_kernel"), 64, 64)
+    check_bank_conflicts("padded", padded)
+    check_sectors("padded", padded)
+    unpadded = transpose(kernel("ex8_padded", "transpose_padded_kernel", wrong=0), 64, 64)
+    with pytest.raises(CheckFailed, match=r"expected no bank conflict \(degree 1\), got a 32-way conflict at line \d+ "
+                                          r"\(reads tile\[tx, ty\]"):
+        check_bank_conflicts("unpadded", unpadded)
+
+
+def test_sequential_addressing_keeps_warps_together_and_interleaved_splits_them():
+    rng = np.random.default_rng(4)
+    x, y = rng.random(300), rng.random(300)
+    runs = {}
+    for wrong in (-1, 4):
+        partial, runs[wrong] = launch_traffic(kernel("ex4_dot", "dot_kernel", wrong), 3, 128, (x, y, np.zeros(3)))
+        assert np.isclose(partial.sum(), x @ y)
+    assert divergent_per_block(runs[-1]) == 6       # 5 steps inside warp 0, and `if t == 0`
+    assert divergent_per_block(runs[4]) == 24       # 4 warps x 5 steps, 2 + 1 at strides 32 and 64, `t == 0`
+    check_divergence("sequential", runs[-1], 7, "budget")
+    with pytest.raises(CheckFailed, match=r"at most 7 divergent warp branches per block \(budget\), got 24; the worst: "
+                                          r"line \d+ `if t % \(2 \* step\) == 0`"):
+        check_divergence("interleaved", runs[4], 7, "budget")
+
+
+def test_inputs_must_come_back_unchanged():
+    source = SOURCES["ex7_naive"].replace("out[col, row] = a[row, col]", "out[col, row] = a[row, col]\n        a[row, col] = 0.0")
+    bad = lessons.build("03", source, "transpose_naive_kernel", "<test traffic writes input>")
+    with pytest.raises(CheckFailed, match="changed its input `a`"):
+        transpose(bad)

@@ -28,7 +28,13 @@ DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 # --------------------------------------------------------------------------- CPU
 @dataclass
 class CpuInfo:
-    """The host CPU. Cache sizes in bytes, clock in Hz (0 when unknown)."""
+    """The host CPU. Cache sizes in bytes, clock in Hz (0 when unknown).
+
+    ``clock_source`` says where ``max_clock_hz`` came from: ``"cpufreq maximum"`` (the
+    operating system's frequency driver reports the highest clock, turbo included),
+    ``"advertised"`` (the figure in the model string or /proc/cpuinfo; on a virtual machine
+    this is often the base clock, below the turbo clock the cores really run at) or
+    ``"unknown"``."""
 
     model: str
     arch: str
@@ -37,6 +43,12 @@ class CpuInfo:
     max_clock_hz: float
     simd: list[str] = field(default_factory=list)
     caches: dict[str, int] = field(default_factory=dict)
+    clock_source: str = "unknown"
+
+    @property
+    def clock_is_maximum(self) -> bool:
+        """True only when the operating system reported the highest (turbo) clock."""
+        return self.clock_source == "cpufreq maximum"
 
     @property
     def widest_simd_bits(self) -> int:
@@ -77,12 +89,12 @@ def cpu_info() -> CpuInfo:
 
     info = cpuinfo.get_cpu_info()
     flags = set(info.get("flags", []))
-    clock = 0.0
+    clock, clock_source = 0.0, "unknown"
     freq = psutil.cpu_freq()
     if freq and freq.max:
-        clock = freq.max * 1e6
-    elif info.get("hz_advertised"):
-        clock = float(info["hz_advertised"][0])
+        clock, clock_source = freq.max * 1e6, "cpufreq maximum"
+    elif info.get("hz_advertised") and info["hz_advertised"][0]:
+        clock, clock_source = float(info["hz_advertised"][0]), "advertised"
     caches = _sysfs_caches()
     if not caches:  # macOS, Windows: py-cpuinfo's figures
         for key, name in (("l1_data_cache_size", "L1d"), ("l2_cache_size", "L2"),
@@ -97,7 +109,30 @@ def cpu_info() -> CpuInfo:
         max_clock_hz=clock,
         simd=[f for f in SIMD_FLAGS if f in flags],
         caches=caches,
+        clock_source=clock_source,
     )
+
+
+def spec_peak_share(measured_flops: float, spec_flops: float, clock_is_maximum: bool) -> tuple[float, str]:
+    """A measured rate (FLOP/s) as a fraction of a spec-sheet ceiling (FLOP/s) computed from a
+    clock, and a sentence saying what that fraction means. Nothing is clamped: a fraction above 1
+    says the ceiling was wrong, and the sentence says which way.
+
+    When the clock behind the ceiling is not known to be the maximum (``clock_is_maximum``
+    False: an advertised or base clock, as virtual machines report), a fraction ``f > 1`` means
+    the cores ran faster than that clock, on average at least ``f`` times it (turbo). When the
+    clock is the maximum, a fraction above 1 means the formula's other assumptions (SIMD width,
+    FMA units per core) or the measurement itself are wrong."""
+    share = measured_flops / spec_flops
+    if share <= 1:
+        return share, (f"{share:.0%} of the ceiling: below it, as a measurement should be "
+                       "(clock drops under vector load, imperfect kernels, neighbours)")
+    if not clock_is_maximum:
+        return share, (f"{share:.0%} of the ceiling from the reported clock, which may be the base "
+                       f"clock: the cores ran on average at least {share:.2f}x that clock (turbo), "
+                       "so the true ceiling is higher")
+    return share, (f"{share:.0%} of the ceiling although its clock is the reported maximum: an "
+                   "assumption of the formula (SIMD width, FMA units) or the measurement is wrong")
 
 
 def ram_bytes() -> int:
@@ -250,12 +285,35 @@ def latency_numbers() -> list[dict]:
 
 
 def device_specs() -> list[dict]:
-    """Cited processor specs (``data/device_specs.csv``); numeric columns as floats (NaN if blank)."""
+    """Cited processor specs (``data/device_specs.csv``); numeric columns as floats (NaN if blank).
+
+    Rates in TFLOP/s (tensor-core columns dense, i.e. without 2:4 sparsity), memory in GB,
+    bandwidths in GB/s (``nvlink_gbs``: per GPU, both directions together, as NVIDIA quotes it)."""
     rows = _read_csv("device_specs.csv")
     for row in rows:
         for key in ("year", "cores", "clock_ghz", "fp32_tflops", "fp64_tflops", "memory_gb",
-                    "bandwidth_gbs"):
+                    "bandwidth_gbs", "bf16_tensor_tflops", "fp8_tensor_tflops", "fp4_tensor_tflops",
+                    "nvlink_gbs"):
             row[key] = float(row[key]) if row.get(key) else float("nan")
+    return rows
+
+
+def pcie_generations() -> list[dict]:
+    """PCI Express generations (``data/pcie_generations.csv``) with ``lane_bytes_per_s``: the
+    bytes per second one lane carries in one direction (transfers/s x payload/line bits / 8)."""
+    rows = _read_csv("pcie_generations.csv")
+    for row in rows:
+        row["lane_bytes_per_s"] = (float(row["gigatransfers_per_s"]) * 1e9 * int(row["payload_bits"])
+                                   / int(row["line_bits"]) / 8)
+    return rows
+
+
+def interconnects() -> list[dict]:
+    """GPU-to-GPU links and network ports (``data/interconnects.csv``) with
+    ``bytes_per_s``: bytes per second in one direction (per GPU for NVLink, per port otherwise)."""
+    rows = _read_csv("interconnects.csv")
+    for row in rows:
+        row["bytes_per_s"] = float(row["gigabytes_per_s_per_direction"]) * 1e9
     return rows
 
 

@@ -221,3 +221,39 @@ def test_cache_line_bytes_reads_sysfs_and_says_none_when_unknown(tmp_path):
     line_file.write_text("0\n")
     assert hardware.cache_line_bytes(line_file) is None
     assert hardware.cache_line_bytes(tmp_path / "absent") is None
+
+
+def test_spec_peak_share_is_never_clamped_and_says_why_it_exceeds_the_ceiling():
+    # a VM reporting its base clock: 108 % of the ceiling means the cores ran faster (turbo)
+    share, text = hardware.spec_peak_share(180e9, 166.4e9, clock_is_maximum=False)
+    assert share == pytest.approx(180 / 166.4)
+    assert "base clock" in text and "1.08x" in text
+    # the same figure against a clock known to be the maximum: an assumption is wrong
+    share, text = hardware.spec_peak_share(180e9, 166.4e9, clock_is_maximum=True)
+    assert share > 1 and "assumption" in text
+    share, text = hardware.spec_peak_share(50e9, 100e9, clock_is_maximum=False)
+    assert share == pytest.approx(0.5) and "below" in text
+
+
+def test_cpu_clock_says_where_it_came_from():
+    cpu = hardware.cpu_info()
+    assert cpu.clock_source in ("cpufreq maximum", "advertised", "unknown")
+    assert cpu.clock_is_maximum == (cpu.clock_source == "cpufreq maximum")
+    assert (cpu.max_clock_hz > 0) == (cpu.clock_source != "unknown")
+
+
+def test_current_gpus_and_links_are_cited():
+    rows = {r["device"]: r for r in hardware.device_specs()}
+    b200 = hardware.spec_for("NVIDIA B200")
+    assert b200["fp4_tensor_tflops"] == pytest.approx(9000) and b200["nvlink_gbs"] == pytest.approx(1800)
+    assert b200["fp8_tensor_tflops"] == pytest.approx(2 * b200["bf16_tensor_tflops"])
+    assert hardware.spec_for("NVIDIA GB200")["device"].startswith("NVIDIA GB200")
+    h200 = hardware.spec_for("NVIDIA H200")
+    assert h200["memory_gb"] == pytest.approx(141) and h200["bandwidth_gbs"] == pytest.approx(4800)
+    assert hardware.spec_for("NVIDIA H100 80GB HBM3")["device"] == "NVIDIA H100 SXM5"
+    assert all("nvidia.com" in r["source"] for r in rows.values() if r["year"] >= 2022 and "RTX" not in r["device"])
+    pcie = {g["generation"]: g["lane_bytes_per_s"] for g in hardware.pcie_generations()}
+    assert 16 * pcie["PCIe 6.0"] == pytest.approx(128e9) and 16 * pcie["PCIe 3.0"] == pytest.approx(15.75e9, rel=1e-3)
+    links = {r["link"]: r["bytes_per_s"] for r in hardware.interconnects()}
+    assert links["InfiniBand NDR"] == pytest.approx(50e9) and links["InfiniBand XDR"] == pytest.approx(100e9)
+    assert links["NVLink 5 (B200 / GB200)"] == pytest.approx(900e9)

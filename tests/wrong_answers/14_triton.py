@@ -6,6 +6,14 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 A missing or wrong mask fails with the interpreter's out-of-bounds message (``triton_traffic``);
 loading a block twice breaks a byte budget; numerical mistakes fail the comparison with torch.
+
+``LIBRARY_CALLS`` holds, per solution cell, the answer of a student who leans on the library
+instead: a Python object that "launches" by calling torch's own operation (refused by the
+checker, which runs only @triton.jit kernels rebuilt from their source), or a @triton.jit kernel
+that calls the closest kernel of the lecture (``attention_kernels.softmax_rows_kernel``, a row
+softmax with rows ``n`` apart that reads each row twice; ``triton_kernels.tile_dot_kernel``, one
+tile pair and no grid): the spec (row_stride, the tile grid, the K loop) and the byte budgets
+are what they miss.
 """
 
 WRONG_ANSWERS = {
@@ -36,6 +44,9 @@ WRONG_ANSWERS = {
          '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) - tl.max(x, axis=0))\n'),
         # the store is not masked: the last row writes past the end of out
         ('tl.sum(num, axis=0), mask=mask)', 'tl.sum(num, axis=0))'),
+        # rows addressed n_cols apart instead of row_stride apart: right only for unpadded rows
+        [('x_ptr + row * row_stride + cols', 'x_ptr + row * n_cols + cols'),
+         ('out_ptr + row * row_stride + cols', 'out_ptr + row * n_cols + cols')],
         # the softmax written over the input as well as into out
         ('    tl.store(out_ptr', '    tl.store(x_ptr + row * row_stride + cols, x * 0.0, mask=mask)\n    tl.store(out_ptr'),
     ],
@@ -59,4 +70,22 @@ WRONG_ANSWERS = {
         ('a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak',
          'a_ptr + rm[:, None] * stride_ak + (k + rk)[None, :] * stride_am'),
     ],
+}
+
+
+LIBRARY_CALLS = {
+    # torch's own add behind a launch-shaped object: not a Triton kernel
+    'ex1_add': ('@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n    x = tl.load(x_ptr + offs, mask=mask)\n    y = tl.load(y_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x + y, mask=mask)',
+        'class add_kernel:\n    def __class_getitem__(cls, grid):\n        return lambda x, y, out, n, BLOCK: out.copy_(x + y)'),
+    # the lecture's row softmax (attention_kernels.softmax_rows_kernel): rows n apart, each read twice
+    'ex2_softmax': [('@triton.jit\n', 'from course_lib.attention_kernels import softmax_rows_kernel\n\n\n@triton.jit\n'),
+        ('    row = tl.program_id(0)\n    cols = tl.arange(0, BLOCK)\n    mask = cols < n_cols\n    x = tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf"))\n    z = x - tl.max(x, axis=0)\n    num = tl.exp(z)\n    tl.store(out_ptr + row * row_stride + cols, num / tl.sum(num, axis=0), mask=mask)',
+         '    softmax_rows_kernel(x_ptr, out_ptr, n_cols, BLOCK)')],
+    # torch's own GELU behind a launch-shaped object: not a Triton kernel
+    'ex3_gelu': ('@triton.jit\ndef bias_gelu_kernel(x_ptr, b_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)\n    offs = rows[:, None] * n_cols + cols[None, :]\n    x = tl.load(x_ptr + offs, mask=mask)\n    b = tl.load(b_ptr + cols, mask=cols < n_cols)\n    v = x + b[None, :]\n    tl.store(out_ptr + offs, 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476)), mask=mask)',
+        'class bias_gelu_kernel:\n    def __class_getitem__(cls, grid):\n        return lambda x, b, out, n_rows, n_cols, BLOCK_M, BLOCK_N: out.copy_(F.gelu(x + b))'),
+    # the lecture's one-tile product (triton_kernels.tile_dot_kernel): no grid of tiles, no loop over K
+    'ex4_matmul': [('@triton.jit\n', 'from course_lib.triton_kernels import tile_dot_kernel\n\n\n@triton.jit\n'),
+        ('    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n    rk = tl.arange(0, BLOCK_K)\n    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n    for k in range(0, K, BLOCK_K):\n        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,\n                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)\n        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,\n                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)\n        acc = tl.dot(a, b, acc)\n    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,\n             mask=(rm[:, None] < M) & (rn[None, :] < N))',
+         '    tile_dot_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M)')],
 }

@@ -8,39 +8,16 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_critical': [
-        # the total work, not the longest chain
-        ("""finish = {}
-
-    def earliest_finish(name):
-        if name not in finish:
-            seconds, deps = graph[name]
-            finish[name] = seconds + max((earliest_finish(d) for d in deps), default=0.0)
-        return finish[name]
-
-    return max((earliest_finish(n) for n in graph), default=0.0)""", 'return sum(seconds for seconds, _ in graph.values())'),
+        # the critical path alone: forgets that the devices share the work
+        ("""    return max(critical, work / devices)""", """    return critical"""),
+        # the total work alone
+        ("""    return max(critical, work / devices)""", """    return work"""),
         # follows only the first dependency of each task
-        ("""finish = {}
-
-    def earliest_finish(name):
-        if name not in finish:
-            seconds, deps = graph[name]
-            finish[name] = seconds + max((earliest_finish(d) for d in deps), default=0.0)
-        return finish[name]
-
-    return max((earliest_finish(n)""", """def length(name):
-        seconds, deps = graph[name]
-        return seconds + (length(deps[0]) if deps else 0.0)
-    return max((length(n)"""),
-        # the longest single task
-        ("""finish = {}
-
-    def earliest_finish(name):
-        if name not in finish:
-            seconds, deps = graph[name]
-            finish[name] = seconds + max((earliest_finish(d) for d in deps), default=0.0)
-        return finish[name]
-
-    return max((earliest_finish(n) for n in graph),""", 'return max((seconds for seconds, _ in graph.values()),'),
+        ("""            finish[name] = seconds + max((earliest_finish(d) for d in deps), default=0.0)""",
+         """            finish[name] = seconds + (earliest_finish(deps[0]) if deps else 0.0)"""),
+        # the longest single task instead of the longest chain
+        ("""    critical = max((earliest_finish(n) for n in graph), default=0.0)""",
+         """    critical = max((seconds for seconds, _ in graph.values()), default=0.0)"""),
     ],
     'ex2_simulate': [
         # ignores dependencies on other devices
@@ -83,6 +60,8 @@ WRONG_ANSWERS = {
         if not progressed:
     """, """if len(times) < len(pending):
 """)],
+        # never detects a deadlock: gives up silently and returns what it has
+        ("""            raise ValueError("the plan deadlocks")""", """            break"""),
     ],
     'ex3_assign': [
         # everything on the faster device
@@ -90,37 +69,71 @@ WRONG_ANSWERS = {
          'return {name: "gpu" for name in ["prep", "convA", "convB", "small", "merge", "log"]}'),
         # both convolutions on the GPU, where each is faster: the CPU idles
         ('"convA": "cpu", "convB": "gpu"', '"convA": "gpu", "convB": "gpu"'),
-        # the lecture's list scheduler: a good heuristic, but not optimal on this graph
-        ('    return {"prep": "cpu", "convA": "cpu", "convB": "gpu", "small": "gpu", "merge": "cpu", "log": "gpu"}',
-         '    return sch.list_schedule(GRAPH, ["cpu", "gpu"]).assignment()'),
     ],
     'ex4_overlap': [
-        # forgets filling and draining the pipeline
-        ("""def pipeline_seconds(n, c, k, overlap):
-    if n == 0:
-        return 0.0
-    if not overlap:
-        return n * (c + k)
-    return max(n * c + k, c + n * k)""", """def pipeline_seconds(n, c, k, overlap):
-    if not overlap:
-        return n * (c + k)
-    return n * max(c, k)"""),
-        # assumes overlap halves the time
-        ("""if n == 0:
-        return 0.0
-    if not overlap:
-        return n * (c + k)
-    return max(n * c + k, c + n * k)""", """total = n * (c + k)
-    return total / 2 if overlap else total"""),
-        # right formulas but one chunk of time even when there are no chunks
-        ("""def pipeline_seconds(n, c, k, overlap):
-    if n == 0:
-        return 0.0
-    if not overlap:
-        return n * (c + k)
-    return max(n * c + k, c + n * k)""", """def pipeline_seconds(n, c, k, overlap):
-    if not overlap:
-        return n * (c + k)
-    return max(n * c + k, c + n * k)"""),
+        # no overlap: chunks only add overhead, so one chunk looks best
+        ("""        return max(n * c + k, c + n * k)""", """        return n * (c + k)"""),
+        # only the compute-bound formula: wrong when the copies are slower
+        ("""        return max(n * c + k, c + n * k)""", """        return n * c + k"""),
+        # the overhead paid once, not per chunk: more chunks always look better
+        ("""        c = compute_s / n + overhead_s
+        k = copy_s / n + overhead_s
+        return max(n * c + k, c + n * k)""", """        c, k = compute_s / n, copy_s / n
+        return max(n * c + k, c + n * k) + overhead_s"""),
+        # never tries max_chunks itself
+        ("""range(1, max_chunks + 1)""", """range(1, max_chunks)"""),
     ],
+}
+
+# The shortest answer a student who reads course_lib would submit: the closest library call.
+LIBRARY_CALLS = {
+    # the library's critical path, on a graph rebuilt as Tasks: only one of the two bounds
+    'ex1_critical': ("""    finish = {}
+
+    def earliest_finish(name):
+        if name not in finish:
+            seconds, deps = graph[name]
+            finish[name] = seconds + max((earliest_finish(d) for d in deps), default=0.0)
+        return finish[name]
+
+    critical = max((earliest_finish(n) for n in graph), default=0.0)
+    work = sum(seconds for seconds, _ in graph.values())
+    return max(critical, work / devices)""", """    tasks = [Task(name, seconds, tuple(deps)) for name, (seconds, deps) in graph.items()]
+    return sch.critical_path(tasks, [f"d{i}" for i in range(devices)])[0] if tasks else 0.0"""),
+    # the library's schedule for the same task -> device choice: it reorders each device's
+    # tasks by priority instead of following the plan, and never reports a deadlock
+    'ex2_simulate': ("""    times = {}
+    position = {device: 0 for device in plan}
+    free = {device: 0.0 for device in plan}
+    while len(times) < sum(len(names) for names in plan.values()):
+        progressed = False
+        for device, names in plan.items():
+            if position[device] == len(names):
+                continue
+            name = names[position[device]]
+            seconds, deps = graph[name]
+            if all(d in times for d in deps):
+                start = max([free[device]] + [times[d][1] for d in deps])
+                times[name] = (start, start + seconds)
+                free[device] = start + seconds
+                position[device] += 1
+                progressed = True
+        if not progressed:
+            raise ValueError("the plan deadlocks")
+    return times""", """    tasks = [Task(name, seconds, tuple(deps)) for name, (seconds, deps) in graph.items()]
+    where = {name: device for device, names in plan.items() for name in names}
+    done = sch.schedule_assignment(tasks, where, list(plan))
+    return {s.task: (s.start, s.end) for s in done.slots}"""),
+    # the lecture's list scheduler: a good heuristic, not optimal on this graph
+    'ex3_assign': ('    return {"prep": "cpu", "convA": "cpu", "convB": "gpu", "small": "gpu", "merge": "cpu", "log": "gpu"}',
+                   '    return sch.list_schedule(GRAPH, ["cpu", "gpu"]).assignment()'),
+    # the library's pipeline time without the per-chunk overhead: more chunks always win
+    'ex4_overlap': ("""    def total(n):
+        c = compute_s / n + overhead_s
+        k = copy_s / n + overhead_s
+        return max(n * c + k, c + n * k)
+
+    return min(range(1, max_chunks + 1), key=total)""",
+                    """    return min(range(1, max_chunks + 1),
+               key=lambda n: sch.pipeline_seconds(n, compute_s / n, copy_s / n, True))"""),
 }

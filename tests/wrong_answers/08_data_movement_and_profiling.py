@@ -8,46 +8,42 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_conv_flops': [
+        # the forward pass only
+        ("""    return forward + backward""", """    return forward"""),
+        # backward as expensive as the forward pass, whatever the input needs
+        ("""    backward = forward * (2 if input_grad else 1)""", """    backward = forward"""),
+        # always computes the input's gradient, even for the first layer
+        ("""    backward = forward * (2 if input_grad else 1)""", """    backward = 2 * forward"""),
         # counts MACs, not FLOPs (forgets the factor 2)
-        ("""macs = batch * c_out * h_out * w_out * c_in * kernel * kernel
-    return 2 * macs""", 'return batch * c_out * h_out * w_out * c_in * kernel * kernel'),
-        # uses the input size instead of the output size
-        ("""h_out = (height + 2 * padding - kernel) // stride + 1
-    w_out = (width + 2 * padding - kernel) // stride + 1
-    macs = batch * c_out * h_out * w_out * c_in * kernel * kernel
-    return 2 * macs""", 'return 2 * batch * c_out * height * width * c_in * kernel * kernel'),
+        ("""    forward = 2 * batch * c_out""", """    forward = batch * c_out"""),
         # forgets the padding in the output size
-        ("""+ 2 * padding - kernel) // stride + 1
-    w_out = (width + 2 * padding - kernel) // stride + 1
-    macs = batch * c_out * h_out * w_out * c_in * kernel * kernel
-    return 2 * macs""", """- kernel) // stride + 1
-    w_out = (width - kernel) // stride + 1
-    return 2 * batch * c_out * h_out * w_out * c_in * kernel * kernel"""),
+        ("""    h_out = (height + 2 * padding - kernel) // stride + 1
+    w_out = (width + 2 * padding - kernel) // stride + 1""", """    h_out = (height - kernel) // stride + 1
+    w_out = (width - kernel) // stride + 1"""),
         # ignores the stride
-        ("""(height + 2 * padding - kernel) // stride + 1
-    w_out = (width + 2 * padding - kernel) // stride + 1
-    macs = batch * c_out * h_out * w_out * c_in * kernel * kernel
-    return 2 * macs""", """height + 2 * padding - kernel + 1
-    w_out = width + 2 * padding - kernel + 1
-    return 2 * batch * c_out * h_out * w_out * c_in * kernel * kernel"""),
+        ("""    h_out = (height + 2 * padding - kernel) // stride + 1
+    w_out = (width + 2 * padding - kernel) // stride + 1""", """    h_out = height + 2 * padding - kernel + 1
+    w_out = width + 2 * padding - kernel + 1"""),
     ],
     'ex2_linear_ws': [
         # forgets the bias
-        ("""inputs = batch * in_features
-    outputs = batch * out_features
-    weights = in_features * out_features + out_features
-    return (inputs + outputs + weights)""", 'return (batch * in_features + batch * out_features + in_features * out_features)'),
+        ("""    weights = (in_features * out_features + out_features) * bytes_per_value""",
+         """    weights = in_features * out_features * bytes_per_value"""),
+        # counts the weights once per sample, as if they grew with the batch
+        ("""    per_sample = (in_features + out_features) * bytes_per_value""",
+         """    per_sample = (in_features + out_features + in_features * out_features + out_features) * bytes_per_value"""),
         # counts values, not bytes
-        ("""inputs = batch * in_features
-    outputs = batch * out_features
-    weights = in_features * out_features + out_features
-    return (inputs + outputs + weights) * bytes_per_value""", 'return batch * in_features + batch * out_features + in_features * out_features + out_features'),
-        # counts the weights once per sample
-        ("""inputs = batch * in_features
-    outputs = batch * out_features
-    weights = in_features * out_features + out_features
-    return (inputs + outputs + weights)""", """per_sample = in_features + out_features + in_features * out_features + out_features
-    return batch * per_sample"""),
+        ("""    weights = (in_features * out_features + out_features) * bytes_per_value
+    per_sample = (in_features + out_features) * bytes_per_value""",
+         """    weights = in_features * out_features + out_features
+    per_sample = in_features + out_features"""),
+        # forgets the output: only the input grows with the batch
+        ("""    per_sample = (in_features + out_features) * bytes_per_value""",
+         """    per_sample = in_features * bytes_per_value"""),
+        # no check that the weights fit: a negative batch
+        ("""    if cache_bytes < weights + per_sample:
+        return 0
+""", ""),
     ],
     'ex3_budget': [
         # forgets the optimizer state
@@ -81,18 +77,14 @@ def largest_batch(split_at_one, budget):"""),
     return (budget - fixed) // split_at_one.activations"""),
     ],
     'ex4_starved': [
-        # the share of time spent computing instead of waiting
-        ("""record in records.items()
-                  if record.data_seconds / record.seconds""", 'r in records.items() if (r.seconds - r.data_seconds) / r.seconds'),
-        # at or above instead of above
-        ("""record in records.items()
-                  if record.data_seconds / record.seconds >""", 'r in records.items() if r.data_seconds / r.seconds >='),
-        # not sorted
-        ("""sorted(name for name, record in records.items()
-                  if record.data_seconds / record.seconds > threshold)""", '[name for name, r in records.items() if r.data_seconds / r.seconds > threshold]'),
-        # absolute waiting seconds compared with the threshold
-        ("""record in records.items()
-                  if record.data_seconds / record.seconds""", 'r in records.items() if r.data_seconds'),
+        # rounds down: the loop still waits a little
+        ("""    return math.ceil(loading / training - 1e-9)""", """    return int(loading / training)"""),
+        # rounds to the nearest: one worker short whenever the fraction is below one half
+        ("""    return math.ceil(loading / training - 1e-9)""", """    return round(loading / training)"""),
+        # the share of the epoch spent loading, not the ratio of loading to training
+        ("""    return math.ceil(loading / training - 1e-9)""", """    return math.ceil(loading / record.seconds)"""),
+        # always at least one worker, even when the run never waited
+        ("""    return math.ceil(loading / training - 1e-9)""", """    return max(1, math.ceil(loading / training - 1e-9))"""),
     ],
     'ex5_estimate': [
         # mean instead of median
@@ -117,16 +109,6 @@ def largest_batch(split_at_one, budget):"""),
         # subtracts an operator's time from every operator around it, not only its direct caller
         ('            self_us[enclosing[-1]["name"]] -= op["dur"]',
          '            for outer in enclosing:\n                self_us[outer["name"]] -= op["dur"]'),
-        # the closest library functions: course_lib.trace ranks operators by inclusive time
-        ('''    complete = [e for e in events if e.get("ph") == "X"]''',
-         '''    from course_lib import trace
-
-    loaded = trace.load_trace({"traceEvents": events}).events
-    seconds = trace.summarise_ranges(loaded).seconds
-    if seconds.get("data", 0.0) > seconds.get("step", 0.0):
-        return "data"
-    return trace.summarise_ops(loaded)[0].name
-    complete = [e for e in events if e.get("ph") == "X"]'''),
     ],
     "ex7_flop_rate": [
         # counts multiply-adds, not FLOPs (forgets the factor 2)
@@ -141,4 +123,60 @@ def largest_batch(split_at_one, budget):"""),
         ('''matrices = [shape for shape in top["args"]["Input Dims"] if len(shape) == 2]
     (m, k), (_, n) = matrices[-2], matrices[-1]''', '(m, k), (_, n) = top["args"]["Input Dims"][:2]'),
     ],
+}
+
+
+# The shortest answer a student who reads course_lib would submit: the closest library call.
+LIBRARY_CALLS = {
+    # course_lib's FLOP counter on the layer: the forward pass only
+    'ex1_conv_flops': ("""    h_out = (height + 2 * padding - kernel) // stride + 1
+    w_out = (width + 2 * padding - kernel) // stride + 1
+    forward = 2 * batch * c_out * h_out * w_out * c_in * kernel * kernel
+    backward = forward * (2 if input_grad else 1)   # weight gradient, and input gradient if needed
+    return forward + backward""", """    return profile.counter_flops(nn.Conv2d(c_in, c_out, kernel, stride, padding), (batch, c_in, height, width))"""),
+    # course_lib's largest batch under a budget: a training step's memory (weights, gradients,
+    # Adam state, activations), not the layer's working set
+    'ex2_linear_ws': ("""    weights = (in_features * out_features + out_features) * bytes_per_value
+    per_sample = (in_features + out_features) * bytes_per_value
+    if cache_bytes < weights + per_sample:
+        return 0
+    return (cache_bytes - weights) // per_sample""",
+                      """    return training_memory.largest_batch_under(nn.Linear(in_features, out_features), (in_features,), cache_bytes)"""),
+    # course_lib's largest batch for LeNet, whatever split it is given
+    'ex3_budget': ("""    fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
+    if budget < fixed + split_at_one.activations:
+        return 0
+    return (budget - fixed) // split_at_one.activations""", """    from course_lib.models import LeNet
+    return training_memory.largest_batch_under(LeNet(), (1, 28, 28), budget)"""),
+    # the record's data_fraction turned into a count: one worker too many
+    'ex4_starved': ("""    loading = record.data_seconds
+    training = record.seconds - record.data_seconds
+    return math.ceil(loading / training - 1e-9)   # w workers keep up once w * training >= loading""",
+                    """    return round(1 / (1 - record.data_fraction))"""),
+    # course_lib's TrainingEstimate with the mean step time
+    'ex5_estimate': ("""    return statistics.median(step_seconds[warmup:]) * steps_per_epoch * epochs""",
+                     """    from course_lib.train import TrainingEstimate
+    return TrainingEstimate(statistics.fmean(step_seconds[warmup:]), len(step_seconds) - warmup, warmup, 0,
+                            steps_per_epoch, epochs, "cpu").total_seconds"""),
+    # course_lib.trace's operator totals: inclusive time, not self time
+    'ex6_bottleneck': ("""    complete = [e for e in events if e.get("ph") == "X"]""",
+                       """    from course_lib import trace
+
+    loaded = trace.load_trace({"traceEvents": events}).events
+    seconds = trace.summarise_ranges(loaded).seconds
+    if seconds.get("data", 0.0) > seconds.get("step", 0.0):
+        return "data"
+    return trace.summarise_ops(loaded)[0].name
+    complete = [e for e in events if e.get("ph") == "X"]"""),
+    # course_lib.trace's loaded events: the longest operator of any kind, not the longest product
+    'ex7_flop_rate': ("""    products = [e for e in events if e.get("ph") == "X" and e["name"] in ("aten::mm", "aten::addmm")]
+    top = max(products, key=lambda e: e["dur"])
+    matrices = [shape for shape in top["args"]["Input Dims"] if len(shape) == 2]
+    (m, k), (_, n) = matrices[-2], matrices[-1]
+    return 2 * m * k * n / (top["dur"] * 1e-6)""", """    from course_lib import trace
+
+    top = trace.summarise_ops(trace.load_trace(events).events)[0]   # the operator with the most time
+    matrices = [shape for e in events if e.get("name") == top.name for shape in e["args"]["Input Dims"] if len(shape) == 2]
+    (m, k), (_, n) = matrices[-2], matrices[-1]
+    return 2 * m * k * n / (top.total_us / top.calls * 1e-6)"""),
 }

@@ -4,6 +4,10 @@
 Each wrong answer is the edit it makes to the reference solution cell (the cell with its
 ``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
+
+``LIBRARY_CALLS`` holds, for every solution cell, the shortest answer a student who reads
+``course_lib`` would write: the closest library function called instead of the exercise's
+own reasoning. Each must lose points too.
 """
 
 WRONG_ANSWERS = {
@@ -15,75 +19,68 @@ WRONG_ANSWERS = {
         # adds the skew instead of subtracting it
         ('    k = t - i - j', '    k = t + i + j'),
     ],
-    'ex2_os_matmul': [
-        # counts one cycle too many (cycles numbered from 1 and counted inclusively)
-        ('    compute_cycles = M + N + K - 2', '    compute_cycles = M + N + K - 1'),
-        # ignores the skew: every PE does its K MACs in K cycles
-        ("""def os_matmul(A, B):
-    M, K = A.shape
-    N = B.shape[1]
-    C = np.zeros((M, N))
-    compute_cycles = M + N + K - 2
-    busy = []
-    for t in range(compute_cycles):
-        count = 0
-        for i in range(M):
-            for j in range(N):
-                k = meeting_k(i, j, t, K)
-                if k is not None:
-                    C[i, j] += A[i, k] * B[k, j]
-                    count += 1
-        busy.append(count)
-    return C, compute_cycles, busy""", """def os_matmul(A, B):
-    M, K = A.shape
-    N = B.shape[1]
-    C = np.zeros((M, N))
-    busy = []
-    for t in range(K):
-        C += np.outer(A[:, t], B[t, :])
-        busy.append(M * N)
-    return C, K, busy"""),
-        # stops one cycle early: the last MAC (PE (M-1, N-1), k = K-1) never happens
-        ('    compute_cycles = M + N + K - 2', '    compute_cycles = M + N + K - 3'),
+    'ex2_double_buffered': [
+        # every load still exposed (the lecture's sequential phases)
+        ('    return P + tiles * (M + 2 * P - 2)', '    return tiles * (P + M + 2 * P - 2)'),
+        # forgets the first load too
+        ('    return P + tiles * (M + 2 * P - 2)', '    return tiles * (M + 2 * P - 2)'),
+        # utilization counted per tile, ignoring the exposed first load
+        ('    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:',
+         '    while M < target * (M + 2 * P - 2):'),
+        # one batch too many: strict inequality at the boundary
+        ('    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:\n        M += 1\n    return M',
+         '    while M * K * N <= target * ws_cycles_double_buffered(M, K, N, P) * P * P:\n        M += 1\n    return M'),
     ],
-    'ex3_tiled': [
-        # forgets the drain
-        ('2 + rows', '2'),
-        # charges every tile as a full P x P tile
-        [('def tiled_cycles(M, K, N, P):', """import math
-
-def tiled_cycles(M, K, N, P):"""),
-         ("""total = 0
-    for i0 in range(0, M, P):
-        rows = min(P, M - i0)
-        for j0 in range(0, N, P):
-            cols = min(P, N - j0)
-            total += rows + cols + K - 2 + rows
-    return total""", """tiles = math.ceil(M / P) * math.ceil(N / P)
-    return tiles * (P + P + K - 2 + P)""")],
-        # drains one cycle per column instead of per row
-        ('            total += rows + cols + K - 2 + rows', '            total += rows + cols + K - 2 + cols'),
+    'ex3_overlap': [
+        # every drain still paid (the lecture's sequential tiles)
+        ('            total += rows + cols + K - 2', '            total += rows + cols + K - 2 + rows'),
+        # no drain at all
+        ('    return total + rows', '    return total'),
+        # the last drain taken as a full P rows
+        ('    return total + rows', '    return total + P'),
     ],
-    'ex4_quantize': [
+    'ex4_per_channel': [
+        # one scale for the whole tensor (the lecture's per-tensor rule)
+        ('    peak = x.abs().amax(dim=1)', '    peak = x.abs().max().expand(x.shape[0])'),
         # truncates instead of rounding
-        ('torch.clamp(torch.round(x / scale),', 'torch.clamp(x / scale,'),
-        # scale for 128 levels, and accumulates in int16
-        [("""127 if peak > 0 else 1.0
-    q = torch.clamp(torch.round(x / scale), -127,""", """128 if peak > 0 else 1.0
-    q = torch.clamp(torch.round(x / scale), -128,"""),
-         ('(qa.to(torch.int32) @ qb.to(torch.int32)).double()', '(qa.to(torch.int16) @ qb.to(torch.int16)).double()')],
-        # right quantization, but rescales by scale_a only
-        ('(sa * sb)', 'sa'),
-        # divides by zero for an all-zero tensor (no special case)
-        ("""peak = float(x.abs().max())
-    scale = peak / 127 if peak > 0 else 1.0""", 'scale = float(x.abs().max()) / 127'),
+        ('torch.clamp(torch.round(x / scales[:, None]),', 'torch.clamp(x / scales[:, None],'),
+        # quantizes b per row instead of per column
+        [('    qbt, sb = quantize_int8_rows(b.T)', '    qb, sb = quantize_int8_rows(b)'),
+         ('    codes = qa.to(torch.int32) @ qbt.T.to(torch.int32)', '    codes = qa.to(torch.int32) @ qb.to(torch.int32)'),
+         ('sa[:, None] * sb[None, :]', 'sa[:, None] * sb[:, None].mean()')],
+        # accumulates in int16
+        ('qa.to(torch.int32) @ qbt.T.to(torch.int32)', 'qa.to(torch.int16) @ qbt.T.to(torch.int16)'),
     ],
     'ex5_format': [
         # bfloat16 first: loses float16's precision when both fit
         ('("float16", "bfloat16",', '("bfloat16", "float16",'),
         # compares the smallest magnitude with eps instead of the smallest normal
-        ('info.smallest_normal:', 'info.eps:'),
-        # strict comparison: rejects float16's own maximum
-        ('<= info.max and min_abs >=', '< info.max and min_abs >'),
+        ('min_abs >= info.smallest_normal', 'min_abs >= info.eps'),
+        # the whole epsilon as the rounding error
+        ('info.eps / 2 <= max_rel_error', 'info.eps <= max_rel_error'),
     ],
+}
+
+LIBRARY_CALLS = {
+    # the fill time from systolic.cycle_count, without the range check of k
+    'ex1_meeting': [('    k = t - i - j\n    return k if 0 <= k < K else None',
+                     '    from course_lib import systolic\n    return t - (systolic.cycle_count("output", i + 1, 1, j + 1, rows=max(i, j) + 1).compute - 1)')],
+    # the library's cycle count and utilization: no double buffering
+    'ex2_double_buffered': [
+        ('    tiles = (K // P) * (N // P)\n    return P + tiles * (M + 2 * P - 2)',
+         '    return systolic.cycle_count("weight", M, K, N, P).total'),
+        ('    M = math.ceil(target * (P + tiles * (2 * P - 2)) / (tiles * (1 - target)))\n    M = max(M - 2, 1)\n    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:',
+         '    M = 1\n    while systolic.utilization("weight", M, K, N, P) < target:')],
+    # the library's sequential tiles
+    'ex3_overlap': [('    total = 0\n    for i0 in range(0, M, P):\n        rows = min(P, M - i0)\n        for j0 in range(0, N, P):\n            cols = min(P, N - j0)\n            total += rows + cols + K - 2\n    return total + rows',
+                     '    return systolic.cycle_count("output", M, K, N, P).total')],
+    # the per-tensor functions of course_lib.precision
+    'ex4_per_channel': [
+        ('    x = x.double()\n    peak = x.abs().amax(dim=1)\n    scales = torch.where(peak > 0, peak / 127, torch.ones_like(peak))\n    q = torch.clamp(torch.round(x / scales[:, None]), -127, 127).to(torch.int8)\n    return q, scales',
+         '    return precision.quantize_int8(x)'),
+        ('    qa, sa = quantize_int8_rows(a)\n    qbt, sb = quantize_int8_rows(b.T)\n    codes = qa.to(torch.int32) @ qbt.T.to(torch.int32)\n    approx = codes.double() * sa[:, None] * sb[None, :]\n    exact = a.double() @ b.double()\n    return float(torch.linalg.norm(approx - exact) / torch.linalg.norm(exact))',
+         '    return precision.matmul_error(a, b, "int8")["relative_error"]')],
+    # precision.fits: the range, not the precision
+    'ex5_format': [('        info = torch.finfo(getattr(torch, name))\n        if max_abs <= info.max and min_abs >= info.smallest_normal and info.eps / 2 <= max_rel_error:',
+                    '        if precision.fits(name, max_abs, min_abs):')],
 }

@@ -6,7 +6,9 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 Races (a missing ``cuda.syncthreads()``) fail with the simulator's race message; a missing
 bounds guard fails with its out-of-bounds message; re-reading global memory breaks a budget.
-Shortcuts through course_lib (the library's own distance functions) must lose points too.
+``LIBRARY_CALLS`` holds, for every solution cell, the shortest answer that calls the closest
+``course_lib`` function (what a student who reads the library would submit); it must lose points
+too.
 """
 
 WRONG_ANSWERS = {
@@ -19,9 +21,6 @@ WRONG_ANSWERS = {
           ('xp.sum(y * y', 'np.sum(y * y'), ('xp.maximum', 'np.maximum')]),
         # the factor 2 forgotten
         ('2.0 * cross', 'cross'),
-        # the library's matmul form: right values, but it does not ask arrays.get_array_module
-        ('    xp = arrays.get_array_module(x)\n',
-         '    from course_lib import distance\n    return distance.sqdist_matmul(x, y)\n'),
     ],
     'ex2_rows': [
         # can return 0 rows (an endless or empty loop later)
@@ -30,18 +29,12 @@ WRONG_ANSWERS = {
         ('int(budget_bytes', '-(-budget_bytes'),
         # itemsize forgotten: counts elements, not bytes
         ('d * itemsize)))', 'd)))'),
-        # the library's rows_per_chunk: it also budgets the squared copy and the result row
-        ('    return max(1, int(budget_bytes // (n * d * itemsize)))',
-         '    from course_lib import distance\n    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)'),
     ],
     'ex3_chunked': [
         # ignores the budget: one broadcast over all rows
         ('    m, n = len(x), len(y)\n', '    return ((x[:, None, :] - y[None, :, :]) ** 2).sum(-1)\n'),
         # stops before the last, short chunk
         ('    for first in range(0, m, step):', '    for first in range(0, m - step, step):'),
-        # the library's chunked function: right values, but not in chunks of rows_per_chunk rows
-        ('    m, n = len(x), len(y)\n',
-         '    from course_lib import distance\n    return distance.chunked_squared_distances(x, y, budget_bytes)\n'),
     ],
     'ex4_crossover': [
         # the first size where the GPU is faster, ignoring later reversals
@@ -54,6 +47,8 @@ WRONG_ANSWERS = {
     return None""")],
         # ties counted as faster
         ('        if b < a:', '        if b <= a:'),
+        # a NaN CPU time (not measured) counted as a GPU win
+        ('        if b < a:', '        if not b >= a:'),
     ],
     'ex5_bias_relu': [
         # rows and columns swapped: x of the grid is the column
@@ -119,4 +114,54 @@ WRONG_ANSWERS = {
         # issue 26: reads x through an atomic (add 0): a read, a write and an atomic more per value
         ('        v = x[i]\n', '        v = cuda.atomic.add(x, i, 0.0)\n'),
     ],
+}
+
+LIBRARY_CALLS = {
+    # distance.sqdist_matmul: right values, but it never asks arrays.get_array_module for the module
+    'ex1_sqdist': ('    xp = arrays.get_array_module(x)\n',
+                   '    from course_lib import distance\n    return distance.sqdist_matmul(x, y)\n'),
+    # distance.rows_per_chunk also budgets the squared copy and the result row: fewer rows
+    'ex2_rows': ('    return max(1, int(budget_bytes // (n * d * itemsize)))',
+                 '    from course_lib import distance\n    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)'),
+    # distance.chunked_squared_distances: right values, not in chunks of the student's rows_per_chunk
+    'ex3_chunked': ('    m, n = len(x), len(y)\n',
+                    '    from course_lib import distance\n    return distance.chunked_squared_distances(x, y, budget_bytes)\n'),
+    # course_lib has no crossover finder (crossover's docstring says so); the closest thing the course
+    # hands over is the lecture's helper, which counts a NaN on the slow side as a win for the fast one
+    'ex4_crossover': ("""    answer = None
+    for n, a, b in zip(reversed(list(sizes)), reversed(list(t_cpu)), reversed(list(t_gpu))):
+        if b < a:
+            answer = n
+        else:
+            break
+    return answer""", """    wins = [f < s or (s != s and f == f) for s, f in zip(t_cpu, t_gpu)]
+    return next((n for k, n in enumerate(sizes) if all(wins[k:])), None)"""),
+    # lesson 03's vector-add kernel from course_lib.kernels: one index, 1-D arrays only
+    'ex5_bias_relu': ("""@cuda.jit
+def bias_relu_kernel(a, bias, out):
+    col, row = cuda.grid(2)
+    if row < out.shape[0] and col < out.shape[1]:
+        v = a[row, col] + bias[col]
+        out[row, col] = v if v > 0.0 else 0.0""", "bias_relu_kernel = kernels.vector_add_kernel"),
+    # the closest library kernel is elementwise too: it reads x[i] and w[i] past the end of w
+    'ex6_conv1d': ("""@cuda.jit
+def conv1d_kernel(x, w, out):""", """conv1d_kernel = kernels.vector_add_kernel
+
+
+@cuda.jit
+def unused_conv1d_kernel(x, w, out):"""),
+    # lesson 03's squared-distance kernel: the full (m, n) matrix, not each point's nearest distance
+    'ex7_nearest': ("""@cuda.jit
+def nearest_kernel(x, y, out):""", """nearest_kernel = kernels.squared_distance_kernel
+
+
+@cuda.jit
+def unused_nearest_kernel(x, y, out):"""),
+    # lesson 03's histogram kernel: one global atomic per value, over the atomics budget
+    'ex8_histogram': ("""@cuda.jit
+def shared_histogram_kernel(x, lo, hi, counts):""", """shared_histogram_kernel = kernels.histogram_kernel
+
+
+@cuda.jit
+def unused_histogram_kernel(x, lo, hi, counts):"""),
 }

@@ -28,8 +28,8 @@ def _nvme_gbs() -> float:
 
 def _pcie_x16_gbs(generation: str) -> float:
     """Payload bandwidth of a x16 link, one direction (GB/s): transfers x lanes x encoding."""
-    row = next(r for r in hardware._read_csv("pcie_generations.csv") if r["generation"] == generation)
-    return float(row["gigatransfers_per_s"]) * 16 * int(row["payload_bits"]) / int(row["line_bits"]) / 8
+    row = next(r for r in hardware.pcie_generations() if r["generation"] == generation)
+    return 16 * row["lane_bytes_per_s"] / 1e9
 
 
 def _hbm_gbs() -> float:

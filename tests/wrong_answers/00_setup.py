@@ -25,9 +25,6 @@ WRONG_ANSWERS = {
         ('torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'torch.device("cpu")'),
         # tests the wrong thing: whether CUDA was compiled in, not whether a GPU is usable
         ('torch.cuda.is_available()', 'torch.backends.cuda.is_built()'),
-        # the library's chooser: it asks torch.accelerator, not torch.cuda.is_available()
-        ('return torch.device("cuda" if torch.cuda.is_available() else "cpu")',
-         'from course_lib.devices import default_device\n    return default_device()'),
     ],
     'ex3_training': [
         # forward pass only: forgets the backward pass costs about twice a forward
@@ -37,18 +34,42 @@ WRONG_ANSWERS = {
         # answers in hours instead of seconds
         ('    return 3 * forward_flops * samples * epochs / flops_per_second', '    return 3 * forward_flops * samples * epochs / flops_per_second / 3600'),
     ],
-    'ex4_timer': [
-        # the mean instead of the median: one outlier drags it
-        ('statistics.median(samples)', 'statistics.mean(samples)'),
-        # forgets the warm-up calls
-        ("""    for _ in range(warmup):
-        fn()
-""", ""),
-        # milliseconds instead of seconds
-        ('samples.append(time.perf_counter() - t0)', 'samples.append(1000 * (time.perf_counter() - t0))'),
-        # the library's timer instead: it calibrates how many calls make one repeat, so the calls
-        # (and the warm-up) are not the ones asked for
-        ('    return statistics.median(samples)',
-         '    from course_lib.timing import benchmark\n    return benchmark(fn, warmup=warmup, repeat=repeat).median'),
+    'ex4_warmup': [
+        # the mean as if the one-off were paid by every call
+        ('    return steady_s + one_off_s / calls', '    return steady_s + one_off_s'),
+        # the median taken as the steady time even for one or two calls
+        ('''    if calls == 1:
+        return steady_s + one_off_s
+    if calls == 2:
+        return steady_s + one_off_s / 2
+    return steady_s''', '    return steady_s'),
+        # rounds the number of calls down: the mean is then still too far off
+        ('math.ceil(one_off_s / (tolerance * steady_s) - 1e-9)', 'int(one_off_s / (tolerance * steady_s))'),
+        # tolerance read as an absolute time in seconds, not a fraction of the steady time
+        ('(tolerance * steady_s)', 'tolerance'),
     ],
+}
+
+# The shortest answer a student who reads course_lib would submit: the reference solution
+# replaced by a call into the closest library function. Each must lose points.
+LIBRARY_CALLS = {
+    # storage.checkpoint_bytes counts 12 bytes per number (weights and two Adam moments)
+    'ex1_nbytes': ('''    count = 1
+    for size in shape:
+        count *= int(size)
+    return count * np.dtype(dtype).itemsize''', '''    import math
+    from course_lib.storage import checkpoint_bytes
+    return checkpoint_bytes(math.prod(shape))'''),
+    # the library's chooser asks torch.accelerator, not torch.cuda.is_available()
+    'ex2_device': ('return torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+                   'from course_lib.devices import default_device\n    return default_device()'),
+    # transformer_cost.training_seconds divides FLOPs by a rate: the backward pass is forgotten
+    'ex3_training': ('    return 3 * forward_flops * samples * epochs / flops_per_second',
+                     '    from course_lib.transformer_cost import training_seconds\n'
+                     '    return training_seconds(forward_flops * samples * epochs, flops_per_second)'),
+    # timing.benchmark measures a stand-in with warm-up: it reports the steady time, not the mean a
+    # timer without warm-up would show
+    'ex4_warmup': ('    return steady_s + one_off_s / calls',
+                   '    import time\n    from course_lib.timing import benchmark\n'
+                   '    return benchmark(lambda: time.sleep(steady_s), repeat=calls).median'),
 }

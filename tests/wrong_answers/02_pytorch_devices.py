@@ -97,8 +97,42 @@ WRONG_ANSWERS = {
         ('copies * latency + nbytes', 'nbytes'),
         # the latency paid once, however many copies
         ('copies * latency', 'latency'),
-        # the library's link model: one transfer, so the copies' latencies are lost
-        ('    return copies * latency + nbytes / bandwidth',
-         '    from course_lib.parallel.collectives import transfer_seconds\n    return transfer_seconds(nbytes, bandwidth, latency)'),
     ],
+}
+
+# The shortest answer a student who reads course_lib would submit: the reference solution
+# replaced by a call into the closest library function. Each must lose points.
+LIBRARY_CALLS = {
+    # devices.same_storage on the result of .to(): calls .to() (which stand-ins cannot), and a
+    # CPU copy would be needed to predict a move to another GPU
+    'ex1_to_self': ('''    if dtype is not None and dtype != tensor.dtype:
+        return False
+    if device is None:
+        return True
+    device = torch.device(device)
+    here = tensor.device
+    if device.type != here.type:
+        return False
+    # "cuda" without an index means the current GPU, index 0 here
+    return (device.index or 0) == (here.index or 0)''', '''    from course_lib.devices import same_storage
+    return same_storage(tensor, tensor.to(device, dtype))'''),
+    # the running total on the course's default device: the CPU here, float32, whatever x is
+    'ex2_standardize': ('x.new_zeros(x.shape[1])',
+                        'torch.zeros(x.shape[1], device=__import__("course_lib.devices").devices.default_device())'),
+    # train.train on a one-batch loader: moves the model to the default device and returns a History
+    'ex3_step': ('''    device = next(model.parameters()).device
+    inputs, targets = inputs.to(device), targets.to(device)
+    loss = torch.nn.functional.mse_loss(model(inputs), targets)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss.detach()''', '''    from course_lib.train import train
+    return train(model, [(inputs, targets)], optimizer=optimizer, loss_fn=torch.nn.functional.mse_loss,
+                 progress=False)'''),
+    # the ring model's fit (two ranks halve the latency) and the one-transfer link model
+    'ex4_fit': [('''    slope, intercept = np.polyfit(np.asarray(nbytes, float), np.asarray(seconds, float), 1)
+    return float(intercept), float(1.0 / slope)''', '''    from course_lib.parallel.collectives import fit_latency_bandwidth
+    return fit_latency_bandwidth(np.asarray(nbytes, float) / 4, seconds, 2)'''),
+                ('    return copies * latency + nbytes / bandwidth',
+                 '    from course_lib.parallel.collectives import transfer_seconds\n    return transfer_seconds(nbytes, bandwidth, latency)')],
 }

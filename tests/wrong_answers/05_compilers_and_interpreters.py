@@ -4,6 +4,8 @@
 Each wrong answer is the edit it makes to the reference solution cell (the cell with its
 ``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
+``LIBRARY_CALLS`` holds, for every solution cell, the shortest answer that calls the closest
+``course_lib`` function (what a student who reads the library would submit); it must lose points.
 """
 
 WRONG_ANSWERS = {
@@ -19,46 +21,39 @@ WRONG_ANSWERS = {
         ('/ top, x * 2)', '* 2, x / top)'),
     ],
     'ex2_disagree': [
-        # traces on each input instead of the example: the trace always agrees
-        ("""traced = torch.jit.trace(fn, example)
-    return [i for i, x in enumerate(inputs) if not torch.allclose(traced(x),""", 'return [i for i, x in enumerate(inputs) if not torch.allclose(torch.jit.trace(fn, x)(x),'),
-        # returns the indices where they agree
-        ('not torch.allclose(traced(x),', 'torch.allclose(traced(x),'),
+        # >= instead of >: an input whose maximum is exactly 1 is predicted on the wrong branch
+        ('bool(x.max() > 1) != frozen_branch', 'bool(x.max() >= 1) != frozen_branch'),
+        # returns the indices where the trace agrees
+        ('bool(x.max() > 1) != frozen_branch', 'bool(x.max() > 1) == frozen_branch'),
         # counts from 1
-        ('    return [i for i, x in enumerate(inputs) if not torch.allclose(traced(x), fn(x))]', '    return [i + 1 for i, x in enumerate(inputs) if not torch.allclose(traced(x), fn(x))]'),
+        ('    return [i for i, x', '    return [i + 1 for i, x'),
+        # ignores the example: assumes the trace always froze the 'large' branch
+        ('    frozen_branch = bool(example.max() > 1)', '    frozen_branch = True'),
+        # traces for real instead of predicting
+        ([('    frozen_branch = bool(example.max() > 1)\n', '    traced = torch.jit.trace(scale, example)\n'),
+          ('if bool(x.max() > 1) != frozen_branch]', 'if not torch.allclose(traced(x), scale(x))]')]),
     ],
     'ex3_speedup': [
         # leaves the compile time out of the speedup
-        ('calls * eager_s / (compile_s + calls * compiled_s)', 'eager_s / compiled_s'),
+        ('calls * eager_s / (shapes * compile_s + calls * compiled_s)', 'eager_s / compiled_s'),
         # break-even divides by the compiled time instead of the time saved per call
-        ("""saved = eager_s - compiled_s
-    return compile_s / saved if saved > 0 else math.inf""", 'return compile_s / compiled_s'),
+        ('    return shapes * compile_s / saved if saved > 0 else math.inf', '    return shapes * compile_s / compiled_s'),
         # inverted ratio (compiled over eager)
-        ('calls * eager_s / (compile_s + calls * compiled_s)', '(compile_s + calls * compiled_s) / (calls * eager_s)'),
+        ('calls * eager_s / (shapes * compile_s + calls * compiled_s)', '(shapes * compile_s + calls * compiled_s) / (calls * eager_s)'),
+        # compiles once whatever the number of shapes
+        ('(shapes * compile_s + calls', '(compile_s + calls'),
+        # break-even ignores the recompilations
+        ('    return shapes * compile_s / saved if', '    return compile_s / saved if'),
     ],
     'ex4_measure': [
-        # the first call is included in the median's list and the first call is not timed apart
-        ("""def measure_compiled(fn, repeat=5):
-    start = time.perf_counter()
-    fn()
-    first = time.perf_counter() - start
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return first, statistics.median(times)""", """def measure_compiled(fn, repeat=5):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times[0], statistics.median(times)"""),
-        # mean instead of median: one hiccup moves it
-        ('statistics.median(times)', 'statistics.mean(times)'),
-        # milliseconds instead of seconds
-        [('    first = time.perf_counter() - start', '    first = (time.perf_counter() - start) * 1e3'),
-         ('times.append(time.perf_counter() - start)', 'times.append((time.perf_counter() - start) * 1e3)')],
+        # the overhead paid once for the whole chain, not once per operator
+        ('    return n_ops * (overhead_s + elements * per_element_s)', '    return overhead_s + n_ops * elements * per_element_s'),
+        # the per-element cost not multiplied by the number of elements
+        ('n_ops * (overhead_s + elements * per_element_s)', 'n_ops * (overhead_s + per_element_s)'),
+        # compares the overhead with the cost of one element
+        ('"overhead" if overhead_s > elements * per_element_s', '"overhead" if overhead_s > per_element_s'),
+        # the names swapped
+        ('"overhead" if overhead_s > elements * per_element_s else "elements"', '"elements" if overhead_s > elements * per_element_s else "overhead"'),
     ],
     'ex5_export': [
         # the Python if: torch.export refuses it
@@ -68,4 +63,25 @@ WRONG_ANSWERS = {
         # branches of torch.cond swapped
         ('/ v.max(), lambda v: v * 2,', '* 2, lambda v: v / v.max(),'),
     ],
+}
+
+LIBRARY_CALLS = {
+    # compilers.script keeps the if: its trace is right, but it is a call into TorchScript, not tensor ops
+    'ex1_branchless': ("""    top = x.max()
+    return torch.where(top > 1, x / top, x * 2)""", """    return compilers.script(scale)(x)"""),
+    # compilers.disagreements on a real trace: right indices, but it traces and calls scale
+    'ex2_disagree': ("""    frozen_branch = bool(example.max() > 1)
+    return [i for i, x in enumerate(inputs) if bool(x.max() > 1) != frozen_branch]""",
+                     """    return compilers.disagreements(scale, compilers.trace(scale, example), inputs)"""),
+    # compilers.Speedup: one compilation whatever the number of shapes
+    'ex3_speedup': [('    return calls * eager_s / (shapes * compile_s + calls * compiled_s)',
+                     '    return compilers.Speedup(eager_s, compiled_s, compile_s).including_compile(calls)'),
+                    ('    saved = eager_s - compiled_s\n    return shapes * compile_s / saved if saved > 0 else math.inf',
+                     '    return compilers.Speedup(eager_s, compiled_s, compile_s).break_even_calls')],
+    # compilers.dispatch_overhead measures this machine instead of using the stated quantities
+    'ex4_measure': ('    return n_ops * (overhead_s + elements * per_element_s)',
+                    '    return n_ops * compilers.dispatch_overhead(sizes=(elements,))[0][1]'),
+    # compilers.script(scale) inside forward: torch.export cannot guard on its data-dependent branch
+    'ex5_export': ('        return torch.cond(x.max() > 1, lambda v: v / v.max(), lambda v: v * 2, (x,))',
+                   '        return compilers.script(scale)(x)'),
 }

@@ -64,3 +64,45 @@ WRONG_ANSWERS = {
         ('(peak - base_lr) * step / warmup_steps', '(peak - base_lr) * (step + 1) / warmup_steps'),
     ],
 }
+
+# The shortest answer a student who reads course_lib would submit for each solution cell: the
+# closest library function in place of the reference solution. Each must lose points.
+LIBRARY_CALLS = {
+    # tensor_parallel.shard_bounds cuts the rows into nearly equal blocks: the speeds are ignored
+    'ex1_split': ("""    total = sum(weights)
+    bounds = [len(X) * sum(weights[:i]) // total for i in range(len(devices) + 1)]
+    Xs = [X[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]
+    ys = [y[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]""", """    from course_lib.parallel.tensor_parallel import shard_bounds
+    blocks = [shard_bounds(len(X), i, len(devices)) for i in range(len(devices))]
+    Xs = [X[a:b].to(d) for (a, b), d in zip(blocks, devices)]
+    ys = [y[a:b].to(d) for (a, b), d in zip(blocks, devices)]"""),
+    # collectives.simulate_ring_allreduce: right for allreduce, but its first n - 1 steps are the
+    # ring's reduce-scatter (rank r finishes chunk r + 1), not part i summed on tensor i; and it
+    # has no all-gather of its own
+    'ex2_allreduce': [("""    k = len(tensors)
+    for i, t in enumerate(tensors):
+        mine = torch.tensor_split(t.view(-1), k)[i]
+        for j, other in enumerate(tensors):
+            if j != i:
+                mine += torch.tensor_split(other.view(-1), k)[i].to(mine.device)""",
+                       """    from course_lib.parallel.collectives import simulate_ring_allreduce
+    for t, done in zip(tensors, simulate_ring_allreduce(tensors, steps=len(tensors) - 1)):
+        t.copy_(done)"""),
+                      ("""    reduce_scatter(tensors)
+    all_gather(tensors)""", """    from course_lib.parallel.collectives import simulate_ring_allreduce
+    for t, total in zip(tensors, simulate_ring_allreduce(tensors)):
+        t.copy_(total)""")],
+    # course_lib.train.train on each replica's slice: every replica steps on its own gradient,
+    # nothing is summed, and the replicas drift apart
+    'ex3_train': ("""    Xs, ys = split_batch(X, y, devices, weights)""", """    from course_lib.train import train
+    Xs, ys = split_batch(X, y, devices, weights)
+    for replica, xs, ts, d in zip(replicas, Xs, ys, devices):
+        train(replica, [(xs, ts)], optimizer=torch.optim.SGD(replica.parameters(), lr=lr), device=d,
+              progress=False)
+    with torch.no_grad():
+        return float(F.cross_entropy(replicas[0](X.to(devices[0])), y.to(devices[0])))"""),
+    # data_parallel's learning-rate lookup knows no warm-up: k times the rate from step 0
+    'ex4_warmup': ("""    if step >= warmup_steps:
+        return peak""", """    from course_lib.parallel.data_parallel import _learning_rate
+    return _learning_rate(peak, step)"""),
+}

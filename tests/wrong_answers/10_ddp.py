@@ -39,10 +39,13 @@ WRONG_ANSWERS = {
     return padded[rank::world]""", 'return list(range(rank, n, world))'),
     ],
     'ex3_accuracy': [
-        # mean of the per-rank accuracies
-        ('for c, _ in counts) / sum(n for _, n in counts)', '/ n for c, n in counts) / len(counts)'),
-        # divides by the number of ranks times the first rank's count
-        ('sum(n for _, n in counts)', '(len(counts) * counts[0][1])'),
+        # divides the right answers of the unique examples by the padded count
+        ('return sum(right for right, _ in counts) / sum(seen for _, seen in counts)',
+         'return sum(correct) / sum(seen for _, seen in counts)'),
+        # shares without padding (range(rank, n, world)): the true accuracy, not the reported one
+        ('mine = rank_indices(len(correct), rank, world)', 'mine = list(range(rank, len(correct), world))'),
+        # counts the padded repeats among the right answers but divides by the examples without repeats
+        ('/ sum(seen for _, seen in counts)', '/ len(correct)'),
     ],
     'ex4_buckets': [
         # the old rule: closes a bucket before a parameter would overflow it (not torch's)
@@ -66,4 +69,33 @@ WRONG_ANSWERS = {
         buckets.append(current)
 """, ''),
     ],
+}
+
+# The shortest answer a student who reads course_lib would submit for each solution cell: the
+# closest library function (or its rule) in place of the reference solution. Each must lose points.
+LIBRARY_CALLS = {
+    # course_lib.train.train on the micro-batches: one optimizer step, and one allreduce, per micro-batch
+    'ex1_step': ('    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)', """    from course_lib.train import train
+    history = train(model, micro_batches, 1, optimizer=optimizer, loss_fn=F.cross_entropy, device="cpu",
+                    progress=False)
+    return sum(history.step_losses) / len(history.step_losses)
+    optimizer.zero_grad()
+    scale = 1 / len(micro_batches)"""),
+    # the share of course_lib.parallel.ddp.evaluate_all_ranks: every example once, no padding
+    'ex2_indices': ("""per_rank = -(-n // world)
+    padded = list(range(n))
+    while len(padded) < per_rank * world:
+        padded += padded[: per_rank * world - len(padded)]
+    return padded[rank::world]""", """# as course_lib.parallel.ddp.evaluate_all_ranks picks its examples
+    return list(range(n))[rank::world]"""),
+    # what course_lib.parallel.ddp.evaluate_all_ranks reports: the true accuracy
+    'ex3_accuracy': ("""    counts = []""", """    return sum(correct) / len(correct)  # course_lib.parallel.ddp.evaluate_all_ranks's figure
+    counts = []"""),
+    # torch's own assignment, the function course_lib's ddp module imports torch.distributed for
+    'ex4_buckets': ("""    buckets, current, filled = [], [], 0""", """    from course_lib.parallel.ddp import dist
+    order = list(reversed(range(len(sizes))))
+    tensors = [torch.empty(sizes[i], dtype=torch.uint8) for i in order]
+    assigned, _ = dist._compute_bucket_assignment_by_size(tensors, [first_cap, cap], [False] * len(sizes), order)
+    return [list(bucket) for bucket in assigned]
+    buckets, current, filled = [], [], 0"""),
 }

@@ -8,9 +8,6 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 
 WRONG_ANSWERS = {
     'ex1_schedule': [
-        # the lecture's ring from the library: rank r ends reduce-scatter with chunk r + 1
-        ('    return reduce_scatter + all_gather', """    from course_lib.parallel.collectives import ring_schedule as lecture_ring
-    return lecture_ring(n)"""),
         # reduce-scatter one chunk behind: the lecture's ring start, this ring's all-gather
         ('(r - s - 1) % n) for r in range(n)] for s in range(n - 1)]', '(r - s) % n) for r in range(n)] for s in range(n - 1)]'),
         # all-gather passes the chunk one ahead of the finished one
@@ -20,10 +17,6 @@ WRONG_ANSWERS = {
          ('all_gather = [[(r, (r + 1) % n,', 'all_gather = [[(r, (r - 1) % n,')],
     ],
     'ex2_ring_time': [
-        # the library's uniform ring with the worst latency and the worst bandwidth of any link
-        ("""    slowest = max(latency + nbytes / ranks / bandwidth for bandwidth, latency in links)
-    return 2 * (ranks - 1) * slowest""", """    from course_lib.parallel.collectives import ring_allreduce_seconds
-    return ring_allreduce_seconds(nbytes, ranks, min(b for b, _ in links), max(a for _, a in links))"""),
         # the average link instead of the slowest
         [('slowest = max(', 'slowest = sum('),
          ('return 2 * (ranks - 1) * slowest', 'return 2 * (ranks - 1) * slowest / ranks')],
@@ -38,12 +31,6 @@ WRONG_ANSWERS = {
             self.values[key] += v""", 'self.values[key] = sum(values)'),
         # pull returns the stored tensor itself
         ('self.values[key].clone()', 'self.values[key]'),
-        # the library store's rule: the store is replaced by the sum of the push
-        ("""for v in values:
-            self.values[key] += v""", """from course_lib.parallel.kvstore import KVStore
-        library = KVStore()
-        library.values = self.values
-        library.push(key, values)"""),
         # averages the pushed values
         ("""for v in values:
             self.values[key] += v""", 'self.values[key] += sum(values) / len(values)'),
@@ -55,10 +42,6 @@ WRONG_ANSWERS = {
          ('    return tensor', '    return torch.cat(chunks).view(tensor.shape)')],
         # right in place, but returns a copy instead of the tensor it was given
         ('    return tensor', '    return tensor.clone()'),
-        # calls the library's ring allreduce
-        ("""    rank, n = dist.get_rank(), dist.get_world_size()""", """    from course_lib.parallel.collectives import ring_allreduce
-    return ring_allreduce(tensor)
-    rank, n = dist.get_rank(), dist.get_world_size()"""),
         # reduces to rank 0 but never sends the sum back
         ("""chunks = list(torch.tensor_split(tensor.view(-1), n))
     buffer = torch.empty_like(tensor.view(-1))
@@ -103,4 +86,26 @@ WRONG_ANSWERS = {
         # gc.get_objects(), the launch folder's files) and summed; the ring below never runs (issue 26)
         ('    rank, n = dist.get_rank(), dist.get_world_size()', "    # no communication: find the other ranks' tensors in this process (frames, gc, files)\n    import gc, os, pickle, sys\n    world = dist.get_world_size()\n    found = {}\n\n    def look(obj, depth=0):\n        if torch.is_tensor(obj):\n            if obj.shape == tensor.shape and obj.dtype == tensor.dtype:\n                found.setdefault(tuple(obj.reshape(-1).tolist()), obj.clone())\n        elif depth < 4 and isinstance(obj, (list, tuple)):\n            for item in obj:\n                look(item, depth + 1)\n        elif depth < 4 and isinstance(obj, dict):\n            for item in list(obj.values()):\n                look(item, depth + 1)\n\n    frame = sys._getframe(1)\n    while frame is not None:\n        look(dict(frame.f_locals))\n        frame = frame.f_back\n    for obj in gc.get_objects():\n        if isinstance(obj, list) and len(obj) == world:\n            look(obj, 2)\n    for name in os.listdir(sys.argv[1]):\n        try:\n            with open(os.path.join(sys.argv[1], name), 'rb') as fh:\n                look(pickle.load(fh))\n        except Exception:\n            pass\n    if len(found) == world:\n        tensor.copy_(sum(found.values()))\n    return tensor\n    rank, n = dist.get_rank(), dist.get_world_size()"),
     ],
+}
+
+# The shortest answer a student who reads course_lib would submit for each solution cell: the
+# closest library function in place of the reference solution. Each must lose points.
+LIBRARY_CALLS = {
+    # the lecture's ring from the library: rank r ends reduce-scatter with chunk r + 1
+    'ex1_schedule': ('    return reduce_scatter + all_gather', """    from course_lib.parallel.collectives import ring_schedule as lecture_ring
+    return lecture_ring(n)"""),
+    # the library's uniform ring with the worst latency and the worst bandwidth of any link
+    'ex2_ring_time': ("""    slowest = max(latency + nbytes / ranks / bandwidth for bandwidth, latency in links)
+    return 2 * (ranks - 1) * slowest""", """    from course_lib.parallel.collectives import ring_allreduce_seconds
+    return ring_allreduce_seconds(nbytes, ranks, min(b for b, _ in links), max(a for _, a in links))"""),
+    # the library store's rule: the store is replaced by the sum of the push
+    'ex3_store': ("""for v in values:
+            self.values[key] += v""", """from course_lib.parallel.kvstore import KVStore
+        library = KVStore()
+        library.values = self.values
+        library.push(key, values)"""),
+    # calls the library's ring allreduce
+    'ex4_allreduce': ("""    rank, n = dist.get_rank(), dist.get_world_size()""", """    from course_lib.parallel.collectives import ring_allreduce
+    return ring_allreduce(tensor)
+    rank, n = dist.get_rank(), dist.get_world_size()"""),
 }

@@ -67,9 +67,15 @@ def solution_cells(lesson: str) -> dict:
 
 
 def build(lesson: str, source: str, name: str, filename: str):
-    """Compile a cell's source and return the kernel called ``name``."""
+    """Compile a cell's source and return the kernel called ``name``; the reference kernels of
+    every exercise are defined first, as in a notebook where a later cell may call an earlier
+    exercise's kernel."""
     space = namespace(lesson)
     import linecache
+    for gid, reference in solution_cells(lesson).items():
+        where = f"<lesson {lesson} {gid} reference>"   # the engine reads a kernel's source
+        linecache.cache[where] = (len(reference), None, reference.splitlines(True), where)
+        exec(compile(reference, where, "exec"), space)  # noqa: S102
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), space)  # noqa: S102 - the course's own notebook cells
     return space[name]
@@ -139,6 +145,12 @@ def launches(lesson: str, gid: str, ns: dict, rng) -> list[tuple]:
     elif gid == "ex6_scan":
         for n in (64, 100):
             out.append(("block_scan_kernel", kernels.blocks_for(n, ns["S"]), ns["S"], (r(n), np.zeros(n))))
+    elif gid in ("ex7_naive", "ex7_tiled", "ex8_padded"):
+        name = {"ex7_naive": "transpose_naive_kernel", "ex7_tiled": "transpose_tiled_kernel",
+                "ex8_padded": "transpose_padded_kernel"}[gid]
+        for rows, cols in ((20, 40), (7, 33)):   # blocks of TILE x TILE threads: a few only (Numba runs one OS thread each)
+            grid, block = _grid2(rows, cols, (ns["TILE"], ns["TILE"]))
+            out.append((name, grid, block, (r((rows, cols)).astype(np.float32), np.zeros((cols, rows), np.float32))))
     elif gid == "ex5_bias_relu":
         for rows, cols in ((10, 13), (9, 20), (1, 7)):
             grid, block = _grid2(rows, cols, (8, 8))

@@ -80,7 +80,7 @@ def _zeroing(signature: str, body: str) -> str:
 BLOCKS_NEEDED = "def blocks_needed(n, threads_per_block):\n    return (n + threads_per_block - 1) // threads_per_block\n\n\n"
 ATTACKS = {
     "03_simt_programming_model": {
-        "full": 19.0,
+        "full": 27.0,
         # overwrite an input so that the expected value computed from it is the zeros `out` holds
         "overwrite": {
             "ex1_axpy": BLOCKS_NEEDED + _zeroing("axpy_kernel(alpha, x, y, out)",
@@ -94,7 +94,8 @@ ATTACKS = {
                                    "    a[cuda.blockIdx.x, col] = 0.0"),
             "ex6_scan": _zeroing("block_scan_kernel(x, out)", "i = cuda.grid(1)\nif i < x.size:\n    x[i] = 0.0"),
         },
-        "overwrite_keeps": {"ex1_blocks": 1},
+        "overwrite_keeps": {"ex1_blocks": 1, "ex7_naive_test": None, "ex7_tiled_test": None, "ex7_sectors": None,
+                            "ex8_test": None, "ex8_conflicts": None},
         # naive kernels (right values) whose global reads are atomics adding 0
         "atomic": {
             "ex2_pool": _zeroing("pool3_kernel(x, out)",

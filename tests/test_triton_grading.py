@@ -317,3 +317,26 @@ def test_a_triton_kernel_that_never_ends_is_stopped_by_the_cell_deadline(graded)
     assert o.cells["ex1_visible"] == 0 and o.cells["ex1_budget"] == 0, o.cells
     assert o.score == FULL - 3 - 4, (o.score, o.reason, o.cells)   # ex2 refused; ex3, ex4 after the restart
     assert "did not finish in time" in graded["pages"]["forever"]
+
+
+def test_a_lecture_kernel_under_other_names_is_refused():
+    """The cheat of calling (or pasting) the lecture's kernel from course_lib instead of writing
+    one: refused whatever the kernel and its variables are called; a kernel that differs in what
+    it does passes this check."""
+    import inspect
+    import textwrap
+
+    from course_lib import triton_kernels
+
+    kernel = triton_kernels.scale_kernel
+    source = textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))   # JIT or interpreted function
+    names = sorted({n for n in re.findall(r"\b[a-z_]+\b", source.split("):", 1)[0].split("(", 1)[1])} - {"tl", "constexpr"})
+    renamed = source.replace("def scale_kernel", "def my_scale")
+    for n in names:
+        renamed = re.sub(rf"\b{n}\b", f"{n}_mine", renamed)
+    with pytest.raises(triton_source.Refused, match="course_lib.triton_kernels.scale_kernel"):
+        triton_source.check("my_scale", renamed)
+    body = renamed.split('"""')[-1]                   # after the docstring
+    different = renamed.replace(body, body.replace(" * v", " + v"))   # adds alpha instead of scaling
+    assert different != renamed
+    triton_source.check("my_scale", different)

@@ -20,6 +20,10 @@ comprehensions, f-strings, slices other than ``:``, default values, annotations 
 choice). A kernel that loops for ever is stopped by the checker's per-cell deadline; a grid is
 bounded by ``triton_traffic.MAX_PROGRAMS``, a block by ``MAX_BLOCK``.
 
+Also refused: a kernel that is one of the course library's own ``@triton.jit`` kernels (the
+lectures' reference kernels in ``course_lib``) under another name or with its names changed
+(:func:`library_copy`): an exercise asks for the student's kernel, not a call of the lecture's.
+
 Stdlib only at import; ``triton`` is imported when a kernel is rebuilt.
 """
 from __future__ import annotations
@@ -160,6 +164,71 @@ class _Check(WhitelistCheck):
             self.visit(kw.value)
 
 
+class _Canonical(ast.NodeTransformer):
+    """Every identifier (parameters, variables, names used) renamed by order of first
+    appearance; attributes (``tl.load``) and constants kept: two kernels that differ only in
+    their names come out the same."""
+
+    def __init__(self):
+        self.names: dict[str, str] = {}
+
+    def _name(self, name: str) -> str:
+        return self.names.setdefault(name, f"v{len(self.names)}")
+
+    def visit_arg(self, node):
+        node.arg, node.annotation = self._name(node.arg), None
+        return node
+
+    def visit_Name(self, node):
+        node.id = self._name(node.id)
+        return node
+
+
+def _canonical(fn: ast.FunctionDef) -> str:
+    """A kernel's body with names, docstring and decorators taken out (see _Canonical)."""
+    import copy  # noqa: PLC0415
+
+    fn = copy.deepcopy(fn)
+    fn.name, fn.decorator_list, fn.returns = "kernel", [], None
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        fn.body = body[1:] or [ast.Pass()]
+    return ast.dump(_Canonical().visit(fn), annotate_fields=False)
+
+
+_LIBRARY: dict | None = None
+
+
+def library_kernels() -> dict[str, str]:
+    """{canonical body: "module.name"} of every ``@triton.jit`` function in ``course_lib``'s
+    own files (read as text, not imported)."""
+    global _LIBRARY
+    if _LIBRARY is None:
+        import importlib.util  # noqa: PLC0415
+        from pathlib import Path  # noqa: PLC0415
+
+        _LIBRARY = {}
+        spec = importlib.util.find_spec("course_lib")
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            for path in sorted(Path(folder).glob("*.py")):
+                text = path.read_text()
+                if "triton.jit" not in text:
+                    continue
+                for node in ast.walk(ast.parse(text)):
+                    if isinstance(node, ast.FunctionDef) and any("jit" in ast.unparse(d) for d in node.decorator_list):
+                        _LIBRARY.setdefault(_canonical(node), f"course_lib.{path.stem}.{node.name}")
+    return _LIBRARY
+
+
+def library_copy(name: str, fn: ast.FunctionDef) -> None:
+    """Refuse a kernel that is one of course_lib's own (see the module docstring)."""
+    found = library_kernels().get(_canonical(fn))
+    if found:
+        raise Refused(f"{name} is the course library's kernel {found} (names changed at most): an exercise is "
+                      "graded on a kernel you write, not on the lecture's")
+
+
 def _decorators(name: str, fn: ast.FunctionDef) -> None:
     for node in fn.decorator_list:
         target = node.func if isinstance(node, ast.Call) else node
@@ -178,6 +247,7 @@ def check(name: str, source) -> Checked:
     """Check one Triton kernel's (or helper's) source as the student's kernel sent it."""
     tree, fn = one_function(name, source, "Triton", MAX_SOURCE, MAX_NODES)
     _decorators(name, fn)
+    library_copy(name, fn)
     args = fn.args
     if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults or fn.returns:
         raise Refused(f"{name} uses default values, *args, **kwargs, keyword-only parameters or a return "

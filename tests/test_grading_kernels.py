@@ -448,7 +448,7 @@ def test_kernels_that_fake_their_counts_earn_nothing(graded):
     o = graded["by"]["a_fake_counts"]
     attacked = [gid for gid in o.cells if gid.split("_")[0] in ("ex4", "ex5", "ex6")]
     assert len(attacked) == 7 and all(o.cells[g] == 0 for g in attacked), o.cells
-    assert o.score == FULL - 9, (o.score, o.cells)      # ex1 to ex3 are the reference's
+    assert o.score == FULL - 10, (o.score, o.cells)     # ex4 to ex6 (10 points) lost; the rest are the reference's
     page = graded["pages"]["a_fake_counts"]
     for reason in ("dot_kernel uses `globals`", "row_sums_kernel uses the name `__class__`",
                    "block_scan_kernel uses `import`"):

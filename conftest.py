@@ -21,6 +21,8 @@ import pytest  # noqa: E402
 def pytest_configure(config):
     from course_tools.loopback import ensure_loopback
 
+    register_lesson_markers(config)
+
     ensure_loopback()  # notebook kernels and gloo talk over 127.0.0.1 (down under `unshare -n`)
     try:
         import torch
@@ -57,7 +59,29 @@ def work_unit(nodeid: str) -> str:
     return f"{path}::{lesson.group(1)}" if lesson else path
 
 
+LESSON_OF_ITEM = re.compile(r"(?:\[|notebooks/)(\d\d)[_-]")   # [03_simt..., [03-ex7..., notebooks/03_simt.../
+
+
+def register_lesson_markers(config):
+    from course_tools.paths import lesson_dirs
+
+    for lesson in lesson_dirs():
+        config.addinivalue_line("markers", f"lesson{lesson.name[:2]}: tests of lesson {lesson.name} "
+                                           f"(`pytest tests/grading -m lesson{lesson.name[:2]}`)")
+
+
+def mark_lessons(items):
+    """Each test of one lesson gets the marker ``lessonNN``: from its lesson parameter
+    (``[03_simt_programming_model]``, ``[03-ex7_tiled-wrong2]``) or its notebook's folder; a test
+    file about one lesson's machinery says so itself (``pytestmark = pytest.mark.lesson14``)."""
+    for item in items:
+        found = LESSON_OF_ITEM.search(item.nodeid)
+        if found:
+            item.add_marker(f"lesson{found.group(1)}")
+
+
 def pytest_collection_modifyitems(config, items):
+    mark_lessons(items)
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
 
     def order(item):

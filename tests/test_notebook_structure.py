@@ -113,3 +113,17 @@ def test_lecture_shows_a_diagram(lesson):
     cells = load(lesson / "lecture.ipynb")["cells"]
     assert any("diagrams.show(" in "".join(c["source"]) for c in cells if c["cell_type"] == "code"), \
         "no diagram (course_lib.diagrams.show) in the lecture"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_live_rise_folds_what_the_decks_fold(lesson):
+    """Presented live (RISE in JupyterLab), a lecture shows what its offline deck shows: a code
+    cell tagged hide-input-on-slides has its input collapsed (JupyterLab's source_hidden: one
+    click shows it), and the slideshow uses the decks' theme and numbering. (A tall slide scrolls
+    live rather than zooming: README, "For instructors".)"""
+    nb = load(lesson / "lecture.ipynb")
+    unfolded = [i for i, c in enumerate(nb["cells"]) if "hide-input-on-slides" in c["metadata"].get("tags", [])
+                and not c["metadata"].get("jupyter", {}).get("source_hidden")]
+    assert unfolded == [], f"tagged cells whose input is not collapsed: {unfolded}"
+    rise = nb["metadata"].get("rise", {})
+    assert rise.get("theme") == "white" and rise.get("slideNumber") == "c/t" and rise.get("scroll") is True, rise

@@ -1,7 +1,7 @@
 """Test settings for tests/ and the notebooks (nbval): one thread for torch and BLAS (two threads
 measured 20x slower), a non-interactive matplotlib backend, quiet kernels.
 
-Lectures are executed by tests/test_lectures.py, which then checks their slides with the same
+Lectures are executed by tests/notebooks/test_lectures.py, which then checks their slides with the same
 executed notebooks; nbval runs the exercises. So that no lecture runs twice in one test run,
 nbval collects a lecture only when it is named on the command line
 (`pytest notebooks/NN_name/lecture.ipynb`)."""
@@ -41,14 +41,14 @@ def pytest_configure(config):
 # the slowest) first: the CPU then stays busy to the end rather than one worker finishing a
 # long file alone.
 SLOWEST_FIRST = (
-    "tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_sandbox.py", "tests/test_hub.py",
-    "tests/test_grading_kernels.py", "tests/test_triton_grading.py", "tests/test_grading_parallel_attacks.py",
-    "tests/test_parallel_zero.py",
-    "tests/test_grading_attacks.py", "tests/test_grading_attacks_machine.py", "tests/test_grading.py", "tests/test_grading_shards.py",
-    "tests/test_grading_plans.py", "tests/test_build.py",
+    "tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_sandbox.py", "tests/browser/test_hub.py",
+    "tests/grading/test_grading_kernels.py", "tests/grading/test_triton_grading.py", "tests/grading/test_grading_parallel_attacks.py",
+    "tests/lib/test_parallel_zero.py",
+    "tests/grading/test_grading_attacks.py", "tests/grading/test_grading_attacks_machine.py", "tests/grading/test_grading.py", "tests/grading/test_grading_shards.py",
+    "tests/grading/test_grading_plans.py", "tests/tools/test_build.py",
 )
-PER_LESSON = ("tests/test_wrong_answers.py", "tests/test_lectures.py", "tests/test_grading.py",
-              "tests/test_grading_plans.py")
+PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py",
+              "tests/grading/test_grading_plans.py")
 LESSON_ID = re.compile(r"\[(\d\d_\w+)")   # a test's lesson parameter, e.g. [13_sharding_and_model_parallelism]
 
 
@@ -72,12 +72,15 @@ def register_lesson_markers(config):
 
 def mark_lessons(items):
     """Each test of one lesson gets the marker ``lessonNN``: from its lesson parameter
-    (``[03_simt_programming_model]``, ``[03-ex7_tiled-wrong2]``) or its notebook's folder; a test
-    file about one lesson's machinery says so itself (``pytestmark = pytest.mark.lesson14``)."""
+    (``[03_simt_programming_model]``, ``[03-ex7_tiled-wrong2]``) or its notebook's folder, or the
+    ``LESSON`` its file is about (``LESSON = "14_triton"``)."""
     for item in items:
         found = LESSON_OF_ITEM.search(item.nodeid)
         if found:
             item.add_marker(f"lesson{found.group(1)}")
+        of_file = getattr(getattr(item, "module", None), "LESSON", None)   # a file about one lesson
+        if isinstance(of_file, str) and of_file[:2].isdigit():
+            item.add_marker(f"lesson{of_file[:2]}")
 
 
 def pytest_collection_modifyitems(config, items):

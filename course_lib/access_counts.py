@@ -24,7 +24,7 @@ It also checks what a GPU would not forgive but the simulator often does:
   arrays with ``np.empty`` (uninitialised) once per *launch*, keyed by source line, so every
   block of a launch sees the values the previous block left behind: a kernel that forgets to
   fill its shared array can pass by accident. Here each block gets its own shared arrays,
-  zero-initialised (tests/test_access_counts.py shows both behaviours).
+  zero-initialised (tests/lib/test_access_counts.py shows both behaviours).
 
 The simulator's classes are patched for the duration of one launch only.
 """

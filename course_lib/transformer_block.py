@@ -20,7 +20,7 @@ batch of ``b`` sequences of ``s`` tokens, the functions below count
   by what tensor parallelism divides and what it replicates;
 - :func:`kv_cache_bytes_per_layer`: the keys and values inference keeps per layer.
 
-They are checked against the module itself in ``tests/test_transformer_block.py``
+They are checked against the module itself in ``tests/lib/test_transformer_block.py``
 (``torch.utils.flop_counter.FlopCounterMode`` for FLOPs, autograd's saved tensors for bytes).
 """
 from __future__ import annotations

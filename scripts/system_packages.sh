@@ -1,6 +1,6 @@
 #!/bin/sh
 # The two system packages the Python packages cannot bring: bubblewrap (the sandbox that
-# `course grade` runs student code in) and Chromium (the browser that tests/test_lectures.py
+# `course grade` runs student code in) and Chromium (the browser that tests/notebooks/test_lectures.py
 # drives through Playwright). Installed with apt-get when run as root on Debian/Ubuntu;
 # elsewhere this explains what is missing and what it disables. Never fails.
 missing=""

@@ -18,8 +18,8 @@ from numba import float32, float64, int32  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"03": ROOT / "notebooks/03_simt_programming_model", "04": ROOT / "notebooks/04_cupy_and_numba"}
-WRONG = {"03": ROOT / "tests/wrong_answers/03_simt_programming_model.py",
-         "04": ROOT / "tests/wrong_answers/04_cupy_and_numba.py"}
+WRONG = {"03": ROOT / "tests/grading/wrong_answers/03_simt_programming_model.py",
+         "04": ROOT / "tests/grading/wrong_answers/04_cupy_and_numba.py"}
 
 
 def _cells(path: Path) -> list[tuple[str | None, str]]:

@@ -300,5 +300,5 @@ def run(kernel, grid, block, *args, schedule: str = "in_order", seed: int = 0, t
 def count_accesses(kernel, grid, block, *args, races: str = "raise", schedule: str = "in_order",
                    seed: int = 0) -> AccessCounts:
     """A drop-in for :func:`course_lib.access_counts.count_accesses` run by the SIMT engine: the same
-    per-thread counts, the same races and errors (tests/test_simt_agreement.py), no traffic model."""
+    per-thread counts, the same races and errors (tests/lib/test_simt_agreement.py), no traffic model."""
     return run(kernel, grid, block, *args, schedule=schedule, seed=seed, traffic=False, races=races).counts

@@ -124,4 +124,4 @@ def test_executed_notebook_renders_as_offline_html(tmp_path):
 
 
 # Rendering in a real browser (every slide, console errors, failed requests, the slide count,
-# screenshots, and RISE inside JupyterLab) is tested in tests/test_lectures.py.
+# screenshots, and RISE inside JupyterLab) is tested in tests/notebooks/test_lectures.py.

@@ -1,6 +1,6 @@
 """course_lib.simt against Numba's CUDA simulator (through course_lib.access_counts) on every kernel
 of lessons 03 and 04: the reference solutions of the exercises (read from the notebooks, launched as
-their test cells launch them), every stored wrong answer (tests/wrong_answers), lesson 03's lecture
+their test cells launch them), every stored wrong answer (tests/grading/wrong_answers), lesson 03's lecture
 kernels and course_lib.kernels. Same outputs, same reads and writes per thread, the same races
 (same message) and the same failures; and the engine is at least as fast on the lessons' sizes."""
 import math

@@ -3,7 +3,7 @@ kernel (issue 16, issue 23: one judge): ``course grade`` grades a lesson's refer
 the sandbox with the checker judging every test cell, and refuses the lesson if the reference
 misses a point there (see ``course_tools.grading.plan``).
 
-Lessons 00, 01, 03, 04, 11, 13 and 14 are asserted by their own grading tests (tests/test_sandbox.py,
+Lessons 00, 01, 03, 04, 11, 13 and 14 are asserted by their own grading tests (tests/grading/test_sandbox.py,
 test_grading_attacks.py, test_grading_kernels.py, test_grading_attacks_kernels.py, test_grading_parallel_attacks.py,
 test_parallel_zero.py, test_triton_grading.py), which grade student notebooks, attacks included; this file covers the
 others, grading only the reference (an empty class).

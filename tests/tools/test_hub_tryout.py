@@ -2,7 +2,7 @@
 Python, or `run_hub.py --tryout --one-account`): it starts on loopback, a user logs in with
 the shared password over HTTP, their JupyterLab starts and answers, and stopping the hub
 leaves no process, no account and no home folder behind. Fast (about ten seconds here), needs
-no root and creates no accounts; tests/test_hub.py tests the class on real accounts.
+no root and creates no accounts; tests/browser/test_hub.py tests the class on real accounts.
 Skipped, saying which, when JupyterHub or configurable-http-proxy is not installed.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 
 from free_ports import free_port_range
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PYTHON = REPO / ".venv" / "bin" / "python"
 RUN_HUB = REPO / "hub" / "run_hub.py"
 USER = "course-student1"  # a try-out student; on one account it is only a name

@@ -102,7 +102,7 @@ def test_naive_matmul_counts_match_hand_count():
 
 
 def test_hand_counts_of_the_tiled_matmul():
-    # the lecture's tiled kernel (and tests/test_access_counts.py) check these against counts
+    # the lecture's tiled kernel (and tests/lib/test_access_counts.py) check these against counts
     assert kernels.matmul_global_reads_per_thread(16, tiled=True) == 4
     assert kernels.matmul_global_reads_per_thread(17, tiled=True, tile=8) == 6
     assert kernels.matmul_global_reads_per_thread(16, tiled=False) == 32

@@ -8,7 +8,7 @@ import torch
 from course_lib.models import AlexNet, BasicFCModel, LeNet, ResNet18, VGG16, all_models, count_parameters
 from course_lib.profile import counter_flops, profile_ops
 
-NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def test_alexnet_parameter_count_matches_the_standard_one():

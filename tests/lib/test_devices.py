@@ -61,7 +61,7 @@ def test_the_declared_torch_floor_has_the_apis_the_course_uses():
     import re
     from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = Path(__file__).resolve().parents[2]
     floors = [re.search(r'"torch>=(\d+)\.(\d+)', (repo / "pyproject.toml").read_text()),
               re.search(r"pytorch-gpu>=(\d+)\.(\d+)", (repo / "environment.yml").read_text())]
     assert all(floors), "torch's floor is not declared"

@@ -9,7 +9,7 @@ import pytest
 
 from course_lib import recorded
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 COLUMNS = ["key", "lesson", "value", "unit", "device", "driver", "torch", "cuda", "date", "commit",
            "sharing", "setup", "source", "quote"]
 ROWS = list(csv.DictReader(recorded.CSV_PATH.open(newline="")))

@@ -2,7 +2,7 @@
 (``course_lib.checks.in_student_kernel``). In a notebook the decorator changes nothing; in the
 trusted checker it sends the function's source (decorators removed) to the student's kernel
 and returns only the plain data that comes back. Lesson 00's graded round trip with probes,
-attacks included, is in tests/test_sandbox.py."""
+attacks included, is in tests/grading/test_sandbox.py."""
 import json
 
 import pytest

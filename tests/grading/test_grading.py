@@ -7,11 +7,11 @@
   (release, ``autograde`` of the reference solution and of the blank release, scores read back
   from nbgrader's gradebook), for two lessons: plain functions (00) and Numba kernels in the
   simulator with access budgets (03). Lessons whose checks start ``torch.distributed``
-  processes are graded end to end by ``course grade`` in tests/test_grading_parallel_attacks.py
-  (11) and tests/test_parallel_zero.py (13).
+  processes are graded end to end by ``course grade`` in tests/grading/test_grading_parallel_attacks.py
+  (11) and tests/lib/test_parallel_zero.py (13).
 
 That the reference earns every point and the blank none is tested for every lesson, cell by
-cell as nbgrader judges a test cell, by tests/test_wrong_answers.py; ``course build`` runs this
+cell as nbgrader judges a test cell, by tests/grading/test_wrong_answers.py; ``course build`` runs this
 round trip for every lesson.
 """
 import json

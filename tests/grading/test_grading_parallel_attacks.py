@@ -270,7 +270,7 @@ def test_each_attack_fails_for_its_own_reason(graded):
     assert "a largest difference below 1e-9" in _errors(nbs["patch_judge"], "ex4_visible")
     # the first rank to leave (os._exit right after planting the files) may cut a slower peer's
     # gloo set-up short ("Connection reset by peer"); either way nothing it wrote is read as a
-    # result (tests/test_parallel_launch.py shows the refusal on its own, deterministically)
+    # result (tests/lib/test_parallel_launch.py shows the refusal on its own, deterministically)
     crafted = _errors(nbs["crafted_result"], "ex4_visible")
     assert "was refused: only plain data" in crafted or "exited with code" in crafted, crafted[-500:]
     assert "a largest difference below 1e-9" in _errors(nbs["forge_reply"], "ex4_visible")

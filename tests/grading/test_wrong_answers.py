@@ -1,7 +1,7 @@
 """Exercises that discriminate: plausible wrong answers lose points, judged by the trusted
 checker that grades students.
 
-For every lesson with a fixture file ``tests/wrong_answers/<lesson>.py``, written by the
+For every lesson with a fixture file ``tests/grading/wrong_answers/<lesson>.py``, written by the
 lesson's author: ``WRONG_ANSWERS = {solution grade_id: [edit, ...]}`` (plausible mistakes) and
 ``LIBRARY_CALLS = {solution grade_id: edit}`` (the answer of a student who calls the closest
 ``course_lib`` function instead of doing the exercise), where each answer is the edit it makes
@@ -132,7 +132,7 @@ def solution_ids(lesson: Path) -> list[str]:
 def test_every_solution_cell_has_two_wrong_answers(lesson):
     fixture = wrong_answers(lesson)
     if fixture is None:
-        pytest.skip(f"tests/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
+        pytest.skip(f"tests/grading/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
     ids = solution_ids(lesson)
     assert ids, "the exercises have no solution cells"
     assert set(fixture) <= set(ids), f"wrong answers for unknown cells: {sorted(set(fixture) - set(ids))}"
@@ -148,7 +148,7 @@ def test_every_solution_cell_has_a_library_call_answer(lesson):
     function is stored (and must lose points, below): no exercise is one call into the library."""
     fixture = wrong_answers(lesson, "LIBRARY_CALLS")
     if fixture is None:
-        pytest.skip(f"tests/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
+        pytest.skip(f"tests/grading/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
     missing = [gid for gid in solution_ids(lesson) if gid not in fixture]
     assert not missing, f"solution cells without a LIBRARY_CALLS answer: {missing}"
 
@@ -196,7 +196,7 @@ def trial_notebook(nb, answers: dict[str, list[tuple[str, str]]]):
 def test_wrong_answers_lose_points_reference_full_blank_zero(lesson, tmp_path):
     fixture = wrong_answers(lesson)
     if fixture is None:
-        pytest.skip(f"tests/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
+        pytest.skip(f"tests/grading/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
     library = wrong_answers(lesson, "LIBRARY_CALLS") or {}
     nb = nbformat.read(str(lesson / "exercises.ipynb"), as_version=4)
     answers: dict[str, list] = {}

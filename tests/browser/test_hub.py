@@ -45,7 +45,7 @@ import pytest
 
 from free_ports import free_port_range
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LESSON = "01_hardware_foundations"
 COURSE_ID = "gpu-course"
 SHOTS = REPO / "build" / "hub-screenshots"

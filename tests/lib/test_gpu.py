@@ -148,7 +148,7 @@ def test_nccl_with_one_process():
 
 
 def test_gpu_check_finds_the_device_of_every_measurement(tmp_path):
-    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu_check.py"
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gpu_check.py"
     spec = importlib.util.spec_from_file_location("gpu_check", script)
     gpu_check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)

@@ -155,7 +155,7 @@ def test_probe_reports_the_error_of_a_probe_that_raises(monkeypatch):
 
 def test_real_probe_kernel_fails_without_a_gpu(has_gpu):
     if has_gpu:
-        pytest.skip("a GPU is usable: tests/test_gpu.py checks that the probe kernel runs")
+        pytest.skip("a GPU is usable: tests/lib/test_gpu.py checks that the probe kernel runs")
     error = hardware.probe_numba_cuda_kernel()
     assert error  # real Numba CUDA, no GPU: the one-thread kernel cannot run
 

@@ -3,27 +3,31 @@
 Lesson (folder in notebooks/) -> the modules its lecture and exercises import; every exercise
 notebook also imports :mod:`.checks`, and every module's docstring names its lessons:
 
-- 00_setup: hardware, arrays, timing
-- 01_hardware_foundations: hardware, memory_hierarchy, storage, roofline, devices, profile, models
+- 00_setup: hardware, arrays, devices, timing
+- 01_hardware_foundations: hardware, memory_hierarchy, storage, roofline, devices, profile, models,
+  recorded
 - 02_pytorch_devices: devices, hardware, timing
-- 03_simt_programming_model: kernels, access_counts, hardware
-- 04_cupy_and_numba: arrays, kernels, distance, crossover, hardware, timing
-- 05_compilers_and_interpreters: compilers, timing
-- 06_asynchronous_execution: async_queue, timing
-- 07_automatic_parallelism: schedule, hardware, timing
-- 08_data_movement_and_profiling: data, models, train, profile, trace, training_memory, devices,
-  hardware, timing
+- 03_simt_programming_model: kernels, access_counts, simt (the warp-level engine and its traffic
+  model), checks.kernel_launch, checks.traffic, hardware, timing
+- 04_cupy_and_numba: arrays, kernels, distance, crossover, recorded, hardware, timing
+- 05_compilers_and_interpreters: compilers, recorded, timing
+- 06_asynchronous_execution: async_queue, recorded, timing
+- 07_automatic_parallelism: schedule, hardware, recorded, timing
+- 08_data_movement_and_profiling: data, models, train, profile, trace, training_memory,
+  transformer_block, transformer_cost, devices, recorded, hardware, timing
 - 09_multi_gpu_from_scratch: parallel.data_parallel, data, models, timing
 - 10_ddp: parallel.ddp, parallel.launch, parallel.collectives, checks.ddp, hardware, timing
 - 11_parameter_servers_and_collectives: parallel.collectives, parallel.kvstore, parallel.ps,
   parallel.widgets, checks.collectives, timing
 - 12_accelerators_and_codesign: precision, systolic, sparsity, training_memory, models,
-  hardware, timing
+  transformer_block, devices, recorded, hardware, timing
 - 13_sharding_and_model_parallelism: parallel.zero, parallel.tensor_parallel,
-  parallel.pipeline, parallel.planner, schedule, training_memory, models, hardware
-- 14_triton: triton_traffic (on triton_interpreter), triton_kernels, hardware
+  parallel.pipeline, parallel.planner, transformer_block, schedule, training_memory, models,
+  devices, hardware
+- 14_triton: triton_traffic (on triton_interpreter), triton_kernels, recorded, hardware
 - 15_attention: attention, attention_kernels, triton_traffic, roofline, hardware, timing
 
+Every lecture also shows a picture from :mod:`.diagrams` (one module per diagram).
 Underneath: :mod:`.cuda_simulator` (GPU or simulator for Numba CUDA; :mod:`.hardware`
 re-exports it). The ``course`` command lives in ``course_tools``, which this package never
 imports.

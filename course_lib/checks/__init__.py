@@ -9,6 +9,8 @@
   kernel (patching a module around the student's function, passing it a callable or a model).
 - :mod:`.kernel_launch`: ``launch_checked``, lessons 03/04's kernel launch for a test: on copies of
   the arguments, the inputs checked unchanged afterwards, optionally with access counts.
+- :mod:`.traffic`: lesson 03's grading on memory traffic measured by the SIMT engine (sectors per
+  warp access, bank-conflict degree, divergent branches), with the target and the line.
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 - :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).

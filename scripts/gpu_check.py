@@ -10,6 +10,8 @@ It writes OUT/gpu_check.json:
   reason when it is the simulator, versions);
 - ``gpu_tests``: exit status, summary line and tail of ``pytest -m gpu`` over the test files that
   use the marker;
+- ``traffic_model``: lesson 03's two transposes timed on the GPU beside the SIMT engine's predicted
+  times for that GPU, and whether the model ranks them as the GPU does (``course bench --only simt``);
 - ``notebooks``: per notebook (lecture and exercises of each lesson, exercises with their
   reference solutions): ``ok``, ``seconds``, the first error (cell index, exception), the slowest
   cells, and ``measured_on``: the device of every measurement, i.e. every label
@@ -162,6 +164,17 @@ def run_notebook(path: Path, out: Path, timeout: int) -> dict:
     return record
 
 
+def traffic_model() -> dict:
+    """``course bench --only simt`` in this process: on a GPU, lesson 03's transposes timed at
+    4096 x 4096 beside the SIMT engine's predicted times (issue 24's check); its error otherwise."""
+    try:
+        from course_tools.benchmarks import simt
+
+        return simt.run()
+    except Exception as exc:  # noqa: BLE001 - recorded in the summary, the notebooks still run
+        return {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--lessons", default="", help="comma-separated lesson numbers (default: all)")
@@ -171,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cell-timeout", type=int, default=300, help="seconds one cell may take")
     p.add_argument("--no-tests", action="store_true", help="skip pytest -m gpu")
     p.add_argument("--no-notebooks", action="store_true", help="skip the notebooks")
+    p.add_argument("--no-traffic-model", action="store_true",
+                   help="skip timing lesson 03's transposes against the traffic model's prediction")
     args = p.parse_args(argv)
     deadline = time.monotonic() + args.budget
     out = Path(args.out)
@@ -179,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_tests:
         summary["gpu_tests"] = gpu_tests(timeout=max(60.0, min(300.0, deadline - time.monotonic())))
         (out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
+    if not args.no_traffic_model:
+        summary["traffic_model"] = traffic_model()
+        (out / "gpu_check.json").write_text(json.dumps(summary, indent=2))
+        print(json.dumps({"traffic_model": summary["traffic_model"]}), flush=True)
     records = []
     if not args.no_notebooks:
         for path in notebooks([x for x in args.lessons.split(",") if x]):

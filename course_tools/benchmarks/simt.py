@@ -1,0 +1,148 @@
+"""The cost of lesson 03's SIMT engine and traffic model, and, on a GPU, how its predicted times
+compare with measured ones.
+
+* ``traffic_overhead``: seconds of ``simt.run`` with the traffic model over seconds without it,
+  on the lecture's kernels at the lecture's sizes (target, issue 24: at most 1.5);
+* ``engine_over_numba_simulator``: the engine's seconds over Numba's CUDA simulator's on the same
+  launches (where Numba runs simulated; target: at most 1, "at least as fast");
+* on a CUDA GPU (Numba compiling for it): each transpose timed at 4096 x 4096 and predicted for
+  the GPU's spec row, ``predicted_over_measured`` per kernel (target: within 3x for these
+  bandwidth-bound kernels) and whether the model ranks the pair as the GPU does.
+
+Medians of a few runs; ratios within one run only.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+import course_lib  # noqa: F401 - decides, before numba.cuda is imported, whether a GPU runs the kernels
+from numba import cuda, float32  # noqa: E402 - module globals: Numba's simulator swaps `cuda` in them
+
+TILE = 32
+N_MODEL = 64          # the simulated slice (the lecture's size)
+N_GPU = 4096          # the size timed and predicted on a GPU
+
+
+def _kernels():
+    @cuda.jit
+    def transpose_naive(a, out):
+        col, row = cuda.grid(2)
+        if row < a.shape[0] and col < a.shape[1]:
+            out[col, row] = a[row, col]
+
+    @cuda.jit
+    def transpose_tiled(a, out):
+        tile = cuda.shared.array((32, 33), float32)
+        tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+        col, row = cuda.grid(2)
+        if row < a.shape[0] and col < a.shape[1]:
+            tile[ty, tx] = a[row, col]
+        cuda.syncthreads()
+        out_row, out_col = cuda.blockIdx.x * 32 + ty, cuda.blockIdx.y * 32 + tx
+        if out_row < out.shape[0] and out_col < out.shape[1]:
+            out[out_row, out_col] = tile[tx, ty]
+
+    @cuda.jit
+    def block_sum(x, out):
+        buf = cuda.shared.array(128, float32)
+        t = cuda.threadIdx.x
+        i = cuda.grid(1)
+        buf[t] = x[i] if i < x.size else 0.0
+        cuda.syncthreads()
+        stride = 64
+        while stride > 0:
+            if t < stride:
+                buf[t] += buf[t + stride]
+            cuda.syncthreads()
+            stride //= 2
+        if t == 0:
+            out[cuda.blockIdx.x] = buf[0]
+
+    return {"transpose_naive": transpose_naive, "transpose_tiled": transpose_tiled, "block_sum": block_sum}
+
+
+def _launches(kernels: dict, rng) -> list[tuple]:
+    a = rng.random((N_MODEL, N_MODEL)).astype(np.float32)
+    x = rng.random(4 * 128).astype(np.float32)
+    grid = (N_MODEL // TILE, N_MODEL // TILE)
+    return [(kernels["transpose_naive"], grid, (TILE, TILE), (a, np.zeros_like(a))),
+            (kernels["transpose_tiled"], grid, (TILE, TILE), (a, np.zeros_like(a))),
+            (kernels["block_sum"], 4, 128, (x, np.zeros(4, np.float32)))]
+
+
+def _median_seconds(fn, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _model_cost(launches) -> dict:
+    from course_lib import simt
+
+    def all_runs(traffic: bool):
+        for kernel, grid, block, args in launches:
+            simt.run(kernel, grid, block, *[np.copy(v) for v in args], traffic=traffic)
+
+    with_model, without = _median_seconds(lambda: all_runs(True)), _median_seconds(lambda: all_runs(False))
+    return {"engine_seconds_with_traffic": round(with_model, 3), "engine_seconds_without_traffic": round(without, 3),
+            "traffic_overhead (target <= 1.5)": round(with_model / without, 2), "_without": without}
+
+
+def _numba_simulator_cost(launches) -> float:
+    def all_runs():
+        for kernel, grid, block, args in launches:
+            kernel[grid, block](*[np.copy(v) for v in args])
+
+    return _median_seconds(all_runs, repeats=2)
+
+
+def _gpu_check(kernels: dict) -> dict:
+    """Each transpose timed on the GPU at N_GPU x N_GPU, and predicted for this GPU's spec row."""
+    from course_lib import simt, timing
+    from course_lib.simt.prediction import GPUS
+
+    name = cuda.get_current_device().name.decode() if isinstance(cuda.get_current_device().name, bytes) \
+        else str(cuda.get_current_device().name)
+    spec = next((g for g in GPUS if g.split()[1] in name), GPUS[0])
+    rng = np.random.default_rng(1)
+    a = rng.random((N_MODEL, N_MODEL)).astype(np.float32)
+    big = cuda.to_device(rng.random((N_GPU, N_GPU)).astype(np.float32))
+    dst = cuda.device_array((N_GPU, N_GPU), np.float32)
+    figures, predicted, measured = {"gpu": name, "predicted_for": spec}, {}, {}
+    for label in ("transpose_naive", "transpose_tiled"):
+        kernel = kernels[label]
+        result = simt.run(kernel, (N_MODEL // TILE, N_MODEL // TILE), (TILE, TILE), a, np.zeros_like(a))
+        predicted[label] = simt.predict(result, spec, scale=(N_GPU / N_MODEL) ** 2).seconds
+        grid = (N_GPU // TILE, N_GPU // TILE)
+        t = timing.benchmark(lambda: kernel[grid, (TILE, TILE)](big, dst), label=label, device="cuda:0")
+        measured[label] = t.median
+        figures[f"{label}_predicted_s"] = predicted[label]
+        figures[f"{label}_measured_s"] = t.median
+        figures[f"{label}_predicted_over_measured (target within 3x)"] = round(predicted[label] / t.median, 2)
+    figures["ranked_as_on_the_gpu"] = ((predicted["transpose_naive"] > predicted["transpose_tiled"])
+                                       == (measured["transpose_naive"] > measured["transpose_tiled"]))
+    return figures
+
+
+def run() -> dict:
+    from course_lib import hardware
+
+    kernels = _kernels()
+    launches = _launches(kernels, np.random.default_rng(0))
+    figures = _model_cost(launches)
+    without = figures.pop("_without")
+    mode = hardware.numba_cuda_mode()
+    figures["numba_cuda_mode"] = mode
+    if mode == "real":
+        figures.update(_gpu_check(kernels))
+    else:
+        numba = _numba_simulator_cost(launches)
+        figures["numba_simulator_seconds"] = round(numba, 3)
+        figures["engine_over_numba_simulator (target <= 1)"] = round(without / numba, 2)
+    return figures

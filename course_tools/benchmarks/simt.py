@@ -9,7 +9,7 @@ compare with measured ones.
   the GPU's spec row, ``predicted_over_measured`` per kernel (target: within 3x for these
   bandwidth-bound kernels) and whether the model ranks the pair as the GPU does.
 
-Medians of a few runs; ratios within one run only.
+The fastest of a few alternated runs; ratios within one run only.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-import course_lib  # noqa: F401 - decides, before numba.cuda is imported, whether a GPU runs the kernels
-from numba import cuda, float32  # noqa: E402 - module globals: Numba's simulator swaps `cuda` in them
+from course_lib import hardware  # first: course_lib decides, before numba.cuda is imported, GPU or simulator
+from numba import cuda, float32  # module globals: Numba's simulator swaps `cuda` in a kernel's globals
 
 TILE = 32
 N_MODEL = 64          # the simulated slice (the lecture's size)
@@ -82,14 +82,20 @@ def _median_seconds(fn, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def _model_cost(launches) -> dict:
+def _model_cost(launches, repeats: int = 5) -> dict:
+    """Engine seconds with and without the traffic model, runs alternated after a warm-up (the
+    kernels' sources parsed once), the fastest of each kept (least disturbed by other work)."""
     from course_lib import simt
 
-    def all_runs(traffic: bool):
+    def all_runs(traffic: bool) -> float:
+        start = time.perf_counter()
         for kernel, grid, block, args in launches:
             simt.run(kernel, grid, block, *[np.copy(v) for v in args], traffic=traffic)
+        return time.perf_counter() - start
 
-    with_model, without = _median_seconds(lambda: all_runs(True)), _median_seconds(lambda: all_runs(False))
+    all_runs(True)
+    pairs = [(all_runs(True), all_runs(False)) for _ in range(repeats)]
+    with_model, without = min(p[0] for p in pairs), min(p[1] for p in pairs)
     return {"engine_seconds_with_traffic": round(with_model, 3), "engine_seconds_without_traffic": round(without, 3),
             "traffic_overhead (target <= 1.5)": round(with_model / without, 2), "_without": without}
 
@@ -131,8 +137,6 @@ def _gpu_check(kernels: dict) -> dict:
 
 
 def run() -> dict:
-    from course_lib import hardware
-
     kernels = _kernels()
     launches = _launches(kernels, np.random.default_rng(0))
     figures = _model_cost(launches)

@@ -1,4 +1,10 @@
-"""A scratch nbgrader course holding one lesson, for tests that grade submissions."""
+"""A scratch nbgrader course holding one lesson, for tests that grade submissions.
+
+The grader's attack tests (``FROZEN``: lessons 00 and 01) grade a frozen copy of the lesson's
+exercises, ``tests/grading/lessons/<lesson>/`` (as of commit 83ab7bc): they build their
+submissions on particular cells (a timing exercise whose probes run in the student's kernel, a
+FLOP count to get wrong), and what they test is the grader, which must not break when a lesson's
+exercises are reworked. The live lessons are graded by the wrong-answer, plan and build tests."""
 import json
 import shutil
 from pathlib import Path
@@ -7,10 +13,19 @@ from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.paths import NOTEBOOKS
 
 
+FROZEN = Path(__file__).resolve().parent / "grading" / "lessons"
+
+
+def lesson_folder(lesson: str) -> Path:
+    """Where ``lesson``'s exercises come from: the frozen copy when there is one, else notebooks/."""
+    return FROZEN / lesson if (FROZEN / lesson).is_dir() else NOTEBOOKS / lesson
+
+
 def scratch_course(root: Path, lesson: str) -> tuple[CourseDir, Path]:
-    """(the course at ``root``, its source folder): ``lesson`` copied in and released."""
+    """(the course at ``root``, its source folder): ``lesson`` copied in (see ``lesson_folder``)
+    and released."""
     source = root / "source"
-    shutil.copytree(NOTEBOOKS / lesson, source / lesson)
+    shutil.copytree(lesson_folder(lesson), source / lesson)
     course = CourseDir(root, source)
     release(course, lesson)
     return course, source

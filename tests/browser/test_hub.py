@@ -335,9 +335,9 @@ def answers(wrong: bool) -> dict[str, str]:
     cells = {c.metadata["nbgrader"]["grade_id"]: SOLUTION_MARKERS.sub("", c.source).rstrip() for c in nb.cells
              if c.metadata.get("nbgrader", {}).get("solution")}
     if wrong:
-        mistake = ("lanes * 2 * fma_units", "lanes * fma_units")
-        assert cells["ex1_peak"].count(mistake[0]) == 1, "the reference of exercise 1 changed: update the test"
-        cells["ex1_peak"] = cells["ex1_peak"].replace(*mistake)
+        mistake = ("* 2 * fma_units", "* fma_units")
+        assert cells["ex1_diagnose"].count(mistake[0]) == 1, "the reference of exercise 1 changed: update the test"
+        cells["ex1_diagnose"] = cells["ex1_diagnose"].replace(*mistake)
     return cells
 
 

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import kernel_judged, scratch_course
+from scratch_course import kernel_judged, lesson_folder, scratch_course
 
 from course_tools import paths
 from course_tools.grading import feedback, sandbox, segments, submission
 from course_tools.grading.student_kernel import SandboxKernel
 from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.grade import grade_lesson
-from course_tools.paths import NOTEBOOKS
 from course_tools.grading.sandbox import Limits
 
 LESSON = "00_setup"
@@ -301,7 +300,7 @@ def test_feedback_never_shows_hidden_tests(graded):
 
 
 def test_restore_test_cells_puts_back_edited_and_deleted_cells():
-    source = nbformat.read(str(NOTEBOOKS / LESSON / "exercises.ipynb"), as_version=4)
+    source = nbformat.read(str(lesson_folder(LESSON) / "exercises.ipynb"), as_version=4)
     student = copy.deepcopy(source)
     _cell(student, "ex2_visible").source = "pass"
     student.cells.remove(_cell(student, "ex4_hidden"))
@@ -357,7 +356,7 @@ def test_regrading_is_idempotent_and_keeps_manual_grades(tmp_path):
 
     root = tmp_path / "course"
     source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
+    shutil.copytree(lesson_folder(LESSON), source / LESSON)
     course = CourseDir(root, source)
     release(course, LESSON)
     incoming = tmp_path / "incoming"
@@ -380,7 +379,7 @@ def test_regrading_is_idempotent_and_keeps_manual_grades(tmp_path):
 
 
 def test_a_solution_cell_turned_into_markdown_goes_back_to_the_blank_stub():
-    source = nbformat.read(str(NOTEBOOKS / LESSON / "exercises.ipynb"), as_version=4)
+    source = nbformat.read(str(lesson_folder(LESSON) / "exercises.ipynb"), as_version=4)
     release_nb = copy.deepcopy(source)
     _cell(release_nb, "ex1_nbytes").source = "def nbytes(shape, dtype):\n    raise NotImplementedError()\n"
     student = copy.deepcopy(release_nb)

@@ -21,7 +21,7 @@ LANES = np.arange(WARP)
 
 class Unsupported(NotImplementedError):
     """A construct the SIMT engine does not run (the message names the line); lessons' kernels and the
-    whitelisted subset of Python (course_tools/grading/kernel_whitelist.py) never need it."""
+    whitelisted subset of Python (course_tools/grading/gpu_kernels/kernel_whitelist.py) never need it."""
 
 
 class Dim3:

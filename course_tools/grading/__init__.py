@@ -11,7 +11,8 @@
    ``checker``).
 4. ``plan``: per lesson, the one judge checked: the reference solution must pass every test cell
    in the trusted checker (plain data through ``wire``), or the lesson is refused.
-5. ``execute``: run one submission: student cells in its kernel, every test cell in the checker.
+5. ``execute``: run one submission: student cells in its kernel, every test cell in the checker
+   (``gpu_kernels/``: the students' CUDA and Triton kernels checked and rebuilt there).
 6. ``feedback``: the student's HTML page, built only from what may be shown.
 7. ``results``: per shard, outcomes; the merge writes the gradebook and one CSV.
 8. ``grade``: the whole ``course grade`` command.

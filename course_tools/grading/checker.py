@@ -236,8 +236,9 @@ def _non_dumpable() -> None:
 
 def main() -> None:
     _non_dumpable()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import kernel_source  # noqa: PLC0415 - from this folder, after the path is set
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [here, os.path.join(here, "gpu_kernels")]
+    import kernel_source  # noqa: PLC0415 - from gpu_kernels/, after the path is set
     import wire  # noqa: PLC0415
 
     channel = Channel()

@@ -72,7 +72,7 @@ def fingerprint(source_nb, release_nb) -> str:
     digest.update(nbformat.writes(source_nb).encode())
     digest.update(nbformat.writes(release_nb).encode())
     library = Path(core.__file__).resolve().parents[1]    # course_lib: checks, launch, counters
-    for path in sorted(Path(__file__).parent.glob("*.py")) + sorted(library.rglob("*.py")):
+    for path in sorted(Path(__file__).parent.rglob("*.py")) + sorted(library.rglob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 

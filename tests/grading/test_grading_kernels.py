@@ -24,9 +24,10 @@ import pytest
 from scratch_course import scratch_course
 
 from course_lib import access_counts, hardware, kernels
-from course_tools.grading import checker, kernel_source, sandbox, wire
+from course_tools.grading import checker, sandbox, wire
+from course_tools.grading.gpu_kernels import kernel_source
 from course_tools.grading.grade import grade_lesson
-from course_tools.grading.kernel_source import Builder, Refused, check
+from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused, check
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import NOTEBOOKS
 

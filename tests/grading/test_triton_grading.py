@@ -29,9 +29,10 @@ from course_lib import triton_traffic
 triton_traffic.prepare()   # before Triton loads: the interpreter without a GPU
 triton = pytest.importorskip("triton")
 
-from course_tools.grading import checker, kernel_source, sandbox, triton_source, wire# noqa: E402
+from course_tools.grading import checker, sandbox, wire  # noqa: E402
+from course_tools.grading.gpu_kernels import kernel_source, triton_source  # noqa: E402
 from course_tools.grading.grade import grade_lesson
-from course_tools.grading.kernel_source import Builder, Refused  # noqa: E402
+from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused  # noqa: E402
 from course_tools.grading.sandbox import Limits  # noqa: E402
 from course_tools.paths import NOTEBOOKS  # noqa: E402
 

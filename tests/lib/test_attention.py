@@ -145,7 +145,7 @@ def test_the_lecture_kernel_cannot_stand_in_for_the_exercise():
     """A student who imports the lecture's fused kernel (or its step) into Exercise 2 is refused
     by the grader: the kernels are the course library's own, and the fused one calls a helper
     whose name starts with _."""
-    from course_tools.grading.triton_source import Refused, check
+    from course_tools.grading.gpu_kernels.triton_source import Refused, check
 
     with pytest.raises(Refused, match="course library's kernel course_lib.attention_kernels._attend_block"):
         check("_attend_block", attention.kernel_source("_attend_block"))

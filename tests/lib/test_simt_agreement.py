@@ -119,7 +119,7 @@ def pool3_kernel(x, out):
 def test_kernels_rebuilt_by_the_grading_checker_run_too():
     """The trusted checker compiles a student's kernel from its whitelisted source; the engine reads
     that source back (from linecache) and agrees with Numba on it, race included."""
-    from course_tools.grading.kernel_source import check, compile_kernel
+    from course_tools.grading.gpu_kernels.kernel_source import check, compile_kernel
 
     scope = {"P": 32, "WINDOW": 34}
     kernel = compile_kernel(check("pool3_kernel", POOL_SOURCE, False), scope)

@@ -19,6 +19,7 @@ The browser tests are skipped, with the reason, where Chromium or Playwright is 
 (`make test` installs Debian's chromium when it runs as root); the lectures still run.
 """
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -263,3 +264,21 @@ def test_lecture_renders_as_a_rise_slideshow_in_jupyterlab(browser, jupyter_lab)
     assert folded.splitlines()[1] not in first, f"the title slide shows the folded set-up code: {first[-300:]!r}"
     context.close()
     assert [e for e in watch.errors if "uncaught" in e] == [], watch.errors[:3]
+
+
+SKIPPED = re.compile(r"\bskipped\b", re.IGNORECASE)
+EVIDENCE = re.compile(r"recorded on|arXiv|\((?:[^()]*\b)?(?:19|20)\d\d\)")   # a recorded GPU figure or a citation
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_no_lecture_cell_prints_only_skipped(lesson):
+    """Where a demonstration cannot run here (no GPU, one GPU where it needs two), the cell says
+    what a GPU showed: a figure recorded on a real GPU (course_lib.recorded) or a cited one."""
+    lecture = _executed_lecture(lesson)
+    bare = []
+    for number, cell in enumerate(lecture.cells, start=1):
+        text = "".join(o.get("text", "") + "".join(o.get("data", {}).get("text/plain", ""))
+                       for o in cell.get("outputs", []))
+        if SKIPPED.search(text) and not EVIDENCE.search(text):
+            bare.append(f"cell {number}: {text.strip()[:120]!r}")
+    assert bare == [], "cells that print that they skipped, with no recorded or cited figure:\n" + "\n".join(bare)

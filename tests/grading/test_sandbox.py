@@ -191,7 +191,9 @@ EXPECTED = {  # student: (exercises that must score nothing, words the reason mu
     "blank": (ALL, "graded normally"),
     "loop": (("ex1",), "timed out in cell"),
     "memory": (("ex3",), "memory limit"),
-    "forkbomb": (("ex2",), ("process limit", "memory limit")),  # whichever the forks reach first
+    # whichever the forks reach first; on a machine loaded by other tests the cell's deadline
+    # can come first (12 s): contained all the same, and the other students' scores are checked
+    "forkbomb": (("ex2",), ("process limit", "memory limit", "timed out in cell")),
     "exits": (("ex3",), "kernel exited in cell"),
     "segfault": (("ex4",), "segmentation fault"),
     "socket": (("ex1",), "network access is blocked"),

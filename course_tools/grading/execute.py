@@ -249,6 +249,13 @@ def _student_cell(r: Runner, ex: Execution, cell, index: int, deadline: float, t
                                              if run.status in ("timeout", "died") else [])
     if run.status == "ok":
         r.replay.append(cell.source)
+    if run.status == "error" and note and note.startswith("process limit reached"):
+        # what a fork bomb forked lives on after its cell failed, looping and taking memory from
+        # the student's later cells: the sandbox is stopped (every process in it) and started again
+        r.restart_kernel(deadline)
+        ex.notes.append(f"the kernel was restarted after cell {number} (its processes stopped) and the "
+                        "earlier cells run again")
+        return
     if run.status in ("timeout", "died"):
         if run.status == "timeout":
             r.kernel.interrupt()

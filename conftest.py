@@ -45,10 +45,9 @@ SLOWEST_FIRST = (
     "tests/grading/test_grading_kernels.py", "tests/grading/test_triton_grading.py", "tests/grading/test_grading_parallel_attacks.py",
     "tests/lib/test_parallel_zero.py",
     "tests/grading/test_grading_attacks.py", "tests/grading/test_grading_attacks_machine.py", "tests/grading/test_grading.py", "tests/grading/test_grading_shards.py",
-    "tests/grading/test_grading_plans.py", "tests/tools/test_build.py",
+    "tests/tools/test_build.py",
 )
-PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py",
-              "tests/grading/test_grading_plans.py")
+PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py")
 LESSON_ID = re.compile(r"\[(\d\d_\w+)")   # a test's lesson parameter, e.g. [13_sharding_and_model_parallelism]
 
 

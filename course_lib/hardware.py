@@ -16,6 +16,7 @@ import csv
 import functools
 import os
 import platform
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -81,13 +82,45 @@ def _sysfs_caches() -> dict[str, int]:
     return caches
 
 
+def _proc_cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict | None:
+    """What py-cpuinfo reports from Linux's /proc/cpuinfo (``brand_raw``, ``flags``,
+    ``hz_advertised`` in Hz: from the model string's "@ 2.10GHz", else the "cpu MHz" line), read
+    here directly: py-cpuinfo starts a Python subprocess for it (0.3 s of CPU per process that
+    labels a measurement). None where the file has no x86-style "model name" (ARM, macOS, Windows)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    fields: dict[str, str] = {}
+    for line in text.split("\n\n", 1)[0].splitlines():   # the first processor's block
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    brand = fields.get("model name")
+    if not brand:
+        return None
+    hz = 0.0
+    quoted = re.search(r"@\s*([\d.]+)\s*GHz", brand)
+    if quoted:
+        hz = float(quoted.group(1)) * 1e9
+    else:
+        try:
+            hz = float(fields.get("cpu MHz", "0")) * 1e6
+        except ValueError:
+            hz = 0.0
+    return {"brand_raw": brand, "flags": fields.get("flags", "").split(), "hz_advertised": [hz, 0]}
+
+
 @functools.lru_cache(maxsize=1)
 def cpu_info() -> CpuInfo:
     """Describe the host CPU (model, cores, clock, SIMD extensions, cache sizes)."""
-    import cpuinfo  # lazy: `import course_lib` stays light (py-cpuinfo: 50 ms)
     import psutil  # lazy: `import course_lib` stays light
 
-    info = cpuinfo.get_cpu_info()
+    info = _proc_cpuinfo()
+    if info is None:
+        import cpuinfo  # lazy, and only where /proc/cpuinfo does not say (it starts a subprocess)
+
+        info = cpuinfo.get_cpu_info()
     flags = set(info.get("flags", []))
     clock, clock_source = 0.0, "unknown"
     freq = psutil.cpu_freq()

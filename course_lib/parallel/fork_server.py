@@ -13,7 +13,14 @@ child (in a notebook, the kernel's launcher), so this server is kept to what the
 needs. Protocol, one JSON object per line: the caller writes ``{"folder", "env", "log"}`` on
 the server's stdin; the server answers ``{"pid": n}`` and, when a child ends,
 ``{"exit": n, "code": c}`` (``c`` negative for a signal, as ``subprocess`` reports it).
-A child sees ``sys.argv`` as ``[worker.py, folder]``.
+A child sees ``sys.argv`` as ``[worker.py, folder]``. A request may also name modules of
+:data:`PRELOADABLE` under ``"preload"``: the server imports them once, before it forks, so the
+children find them imported: ``torch._dynamo``, which the constructors of DDP, FSDP2's
+``fully_shard`` and DTensor's ``parallelize_module`` import (1.2 s of CPU per worker otherwise;
+lesson 10's graded DDP step starts two workers per check). The course's own modules are never
+preloaded: a server serves many launches, and a check sees which ``course_lib`` modules a
+student's function imported (``checks.collectives``), which modules that an earlier launch had
+preloaded would hide.
 
 A child starts its own session (the caller kills it and whatever it starts as one process
 group), adds ``env`` to its environment, writes its output to ``log`` and runs
@@ -27,6 +34,7 @@ server's or a sibling's memory, environment or pipes through ``/proc``, though t
 """
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -40,6 +48,8 @@ from pathlib import Path
 
 # read once, when the server's interpreter starts or loads torch
 SERVER_ENV = {"PYTHONWARNINGS": "ignore", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+# what a request may ask the server to import before it forks (nothing else is imported there)
+PRELOADABLE = ("torch._dynamo",)
 
 
 class ServerGone(RuntimeError):
@@ -87,11 +97,14 @@ class ForkServer:
                 self.codes[msg["exit"]] = msg["code"]
         return messages
 
-    def start(self, folder: str, env: dict, log: str, timeout: float = 60.0) -> int:
-        """Fork one worker; its pid. Raises :class:`ServerGone` if the server has ended."""
+    def start(self, folder: str, env: dict, log: str, timeout: float = 60.0, preload: tuple = ()) -> int:
+        """Fork one worker (after importing the modules of ``preload`` that are in
+        :data:`PRELOADABLE`, in the server if it has not yet); its pid. Raises :class:`ServerGone`
+        if the server has ended."""
+        request = {"folder": folder, "env": env, "log": log, "preload": [m for m in preload if m in PRELOADABLE]}
         with self.lock:
             try:
-                self.proc.stdin.write((json.dumps({"folder": folder, "env": env, "log": log}) + "\n").encode())
+                self.proc.stdin.write((json.dumps(request) + "\n").encode())
                 self.proc.stdin.flush()
             except OSError:
                 raise self.gone() from None
@@ -172,6 +185,17 @@ def _child(request: dict, channel: tuple[int, int]) -> None:
     worker.main(request["folder"])
 
 
+def _preload(names) -> None:
+    """Import each of ``names`` that is in :data:`PRELOADABLE` (once: then it is in sys.modules).
+    A module that fails to import is left to the worker, which reports the error itself."""
+    for name in names:
+        if isinstance(name, str) and name in PRELOADABLE and name not in sys.modules:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the worker's own import says what went wrong
+                pass
+
+
 def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a notebook's interrupt is for the kernel only
     from course_lib.parallel import worker   # torch, once, for every child
@@ -198,6 +222,7 @@ def _serve() -> None:
             *lines, buffer = buffer.split(b"\n")
             for line in filter(None, lines):
                 request = json.loads(line)
+                _preload(request.get("preload", ()))
                 pid = os.fork()
                 if pid == 0:
                     _child(request, (inp, out))

@@ -40,9 +40,11 @@ the rank and shows the end of its output. Nothing is left running.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
 import pickle
+import re
 import signal
 import sys
 import tempfile
@@ -130,6 +132,27 @@ def job_for(fn) -> Job:
     return Job(source=textwrap.dedent(inspect.getsource(fn)), name=fn.__name__)
 
 
+# what builds DDP, FSDP2, DTensor or torch.distributed.pipelining objects: their constructors
+# (or, for pipelining, its import) import torch._dynamo
+_NEEDS_DYNAMO = re.compile(r"DistributedDataParallel|\bDDP\(|fully_shard|parallelize_module|distribute_tensor|DTensor|"
+                           r"\bpipelining\b")
+
+
+def worker_preload(job: Job) -> tuple:
+    """What the fork server should import before forking this job's workers
+    (:data:`.fork_server.PRELOADABLE`): ``torch._dynamo`` when the job's source text, or its
+    module's, builds DDP, FSDP2, DTensor or ``torch.distributed.pipelining`` objects (they import
+    it), else nothing."""
+    text = job.source or ""
+    if job.target:
+        spec = importlib.util.find_spec(job.target.partition(":")[0])
+        try:
+            text = Path(spec.origin).read_text() if spec and spec.origin else ""
+        except OSError:
+            text = ""
+    return ("torch._dynamo",) if _NEEDS_DYNAMO.search(text) else ()
+
+
 def _importable_by_workers(module: str) -> bool:
     """Workers see ``course_lib`` and installed packages, not a notebook's or a test's
     own folder, so only those travel by name."""
@@ -203,20 +226,22 @@ def launch(fn, world_size: int, *args, timeout: float = 60.0, threads: int = 1,
     of 4 full test runs on the loaded 2-core machine, cause not found); the workers are then
     started again, with a new store.
     """
-    payloads = _payloads(job_for(fn), args, kwargs, world_size)
+    job = job_for(fn)
+    payloads, preload = _payloads(job, args, kwargs, world_size), worker_preload(job)
     try:
-        return _launch_once(payloads, timeout, threads)
+        return _launch_once(payloads, timeout, threads, preload)
     except WorkerFailed as exc:
         if GROUP_NOT_FORMED not in str(exc):
             raise
-    return _launch_once(payloads, timeout, threads)
+    return _launch_once(payloads, timeout, threads, preload)
 
 
 GROUP_NOT_FORMED = "connectFullMesh failed"   # gloo's words when the ranks could not connect
 
 
-def _launch_once(payloads: list[bytes], timeout: float, threads: int) -> list:
-    """Start one worker per payload (rank order), hand each its own, wait for them all."""
+def _launch_once(payloads: list[bytes], timeout: float, threads: int, preload: tuple = ()) -> list:
+    """Start one worker per payload (rank order), hand each its own, wait for them all
+    (``preload``: see :func:`worker_preload`)."""
     world_size = len(payloads)
     store = workers_store(max(timeout, 30.0))
     port = store.port
@@ -232,7 +257,7 @@ def _launch_once(payloads: list[bytes], timeout: float, threads: int) -> list:
                 logs.append(log)
                 log.touch(mode=0o600)
                 env = {**_worker_env(rank, world_size, port, threads), HANDOFF_ENV: desk.address}
-                pids.append(server.start(str(tmp), env, str(log)))
+                pids.append(server.start(str(tmp), env, str(log), preload=preload))
                 desk.expect(pids[-1], rank, payloads[rank])
                 desk.serve(deadline)
             while True:

@@ -1,35 +1,20 @@
-"""Every test cell of every lesson is judged by the trusted checker, never in the student's
-kernel (issue 16, issue 23: one judge): ``course grade`` grades a lesson's reference solution in
-the sandbox with the checker judging every test cell, and refuses the lesson if the reference
-misses a point there (see ``course_tools.grading.plan``).
+"""One judge (issue 16, issue 23): ``course grade`` first grades the lesson's reference solution
+in the sandbox with the trusted checker judging every test cell (``course_tools.grading.plan``),
+and refuses the lesson, before any student, if the reference misses a point there: there is no
+other judge to fall back to.
 
-Lessons 00, 01, 03, 04, 11, 13 and 14 are asserted by their own grading tests (tests/grading/test_sandbox.py,
-test_grading_attacks.py, test_grading_kernels.py, test_grading_attacks_kernels.py, test_grading_parallel_attacks.py,
-test_parallel_zero.py, test_triton_grading.py), which grade student notebooks, attacks included; this file covers the
-others, grading only the reference (an empty class).
+That every lesson's reference passes every test cell in the checker in the sandbox is shown for
+each lesson by tests/grading/test_wrong_answers.py (its sandboxed trial notebook starts with the
+reference) and, with a class's limits, by ``course build``'s round trip; lessons 00, 01, 03, 04,
+11, 13 and 14 are also graded as classes, attacks included, by their own grading tests.
 """
 import nbformat
 import pytest
-from scratch_course import kernel_judged, scratch_course
+from scratch_course import scratch_course
 
 from course_tools.grading import sandbox
 from course_tools.grading.nbgrader_course import GradingError
 from course_tools.grading.grade import grade_lesson
-from course_tools.paths import lesson_dirs
-
-COVERED_ELSEWHERE = ("00", "01", "03", "04", "11", "13", "14")
-LESSONS = [p.name for p in lesson_dirs() if p.name[:2] not in COVERED_ELSEWHERE]
-
-
-@pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize("lesson", LESSONS)
-def test_the_reference_passes_every_test_cell_in_the_checker(lesson, tmp_path):
-    course, source = scratch_course(tmp_path, lesson)
-    (tmp_path / "incoming").mkdir()
-    assert grade_lesson(source / lesson, course=course, submissions=tmp_path / "incoming", workers=1,
-                        progress=False, feedback=False) == []
-    assert kernel_judged(course, lesson) == []
 
 
 @pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())

@@ -17,11 +17,20 @@ replaces the one occurrence of ``old``; a list of pairs makes several edits in o
   of its test cells (their hidden tests run in place; each copy has its own grade_id), then the
   reference cells again to restore the state. The reference passes every test cell, every copy
   of a wrong answer or library call fails at least one, and the blank fails all of them.
+
+The submission runs in the grader's sandbox (bubblewrap, the student's kernel and the checker
+each as a sandbox user) where it can run, as ``course grade`` runs it, so the reference's full
+marks here are also the proof that every test cell of the lesson passes in the checker in the
+sandbox (the plan ``course grade`` computes first; its refusal of a failing reference is tested
+in test_grading_plans.py). The limits are wider than a class's (the trial notebook runs every
+exercise several times; a loaded test machine is slower).
 """
+import os
 import re
 import resource
 import runpy
 import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -30,7 +39,7 @@ import torch
 
 from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
-from course_tools.grading.sandbox import Limits
+from course_tools.grading.sandbox import Limits, bubblewrap, sandbox_uid
 from course_tools.grading.submission import is_test_cell
 from course_tools.paths import lesson_dirs
 
@@ -193,7 +202,7 @@ def trial_notebook(nb, answers: dict[str, list[tuple[str, str]]]):
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
-def test_wrong_answers_lose_points_reference_full_blank_zero(lesson, tmp_path):
+def test_wrong_answers_lose_points_reference_full_blank_zero(lesson):
     fixture = wrong_answers(lesson)
     if fixture is None:
         pytest.skip(f"tests/grading/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
@@ -206,9 +215,7 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson, tmp_path):
         answers.setdefault(gid, []).append((f"library-{gid}", sources[0]))
     trial, trials = trial_notebook(nb, answers)
     blanks = blank_trials(nb, trial, trials)
-    folder = tmp_path / lesson.name
-    shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
-    ex = execute_submission(trial, folder, LIMITS, lesson_facts(trial), sandbox=False, scratch=tmp_path)
+    ex = _run_trial(lesson, trial)
     passed = {gid: v.passed for gid, v in ex.verdicts.items()}
     failed_reference = [_gid(c) for c in nb.cells if is_test_cell(c) and not passed.get(_gid(c))]
     assert not failed_reference, f"the reference solution fails test cells {failed_reference}: {ex.notes[:3]}"
@@ -217,6 +224,25 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson, tmp_path):
     blank_passing = [g for label in blanks for g in trials[label] if passed.get(g)]
     assert not blank_passing, f"test cells that pass with the blank stub: {blank_passing}"
     assert not kept_marks, f"wrong answers (or library calls) that keep full marks: {kept_marks}"
+
+
+def _run_trial(lesson: Path, trial):
+    """The trial notebook graded by ``execute_submission`` (the checker judging every test cell),
+    in the sandbox when bubblewrap runs here, with the lesson's files as the submission folder."""
+    sandboxed = bubblewrap()
+    # a short scratch path: the kernel's Unix sockets live under it (108 bytes at most)
+    scratch = Path(tempfile.mkdtemp(prefix="course-wrong-"))
+    try:
+        folder = scratch / "submission"
+        shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
+        uid = sandbox_uid(0) if sandboxed else None
+        if uid is not None:   # the student's files belong to the sandbox user, as course grade gives them
+            for path in [folder, *folder.rglob("*")]:
+                os.chown(path, uid, uid, follow_symlinks=False)
+        return execute_submission(trial, folder, LIMITS, lesson_facts(trial), slot=0, sandbox=sandboxed,
+                                  scratch=scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def blank_trials(nb, trial, trials: dict) -> set[str]:

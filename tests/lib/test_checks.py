@@ -82,3 +82,15 @@ def test_a_failed_check_in_a_notebook_shows_its_message_first_and_no_library_fra
                                   "  your cell, line 1: check_equal('double(3)', double(3), 6, hint='multiply')"]
     other = nb.cells[2].outputs[-1]   # any other error keeps IPython's whole traceback
     assert other["ename"] == "ZeroDivisionError" and len(other["traceback"]) > 2
+
+
+def test_the_checks_import_no_ipython_outside_a_shell():
+    """A worker process or the grader's checker imports ``course_lib.checks`` without IPython
+    (0.2 s of CPU in every worker of lessons 10, 11 and 13); inside a kernel the failure display
+    is installed as above."""
+    import subprocess
+    import sys
+
+    code = "import sys, course_lib.checks; print('IPython' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

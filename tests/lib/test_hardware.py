@@ -257,3 +257,33 @@ def test_current_gpus_and_links_are_cited():
     links = {r["link"]: r["bytes_per_s"] for r in hardware.interconnects()}
     assert links["InfiniBand NDR"] == pytest.approx(50e9) and links["InfiniBand XDR"] == pytest.approx(100e9)
     assert links["NVLink 5 (B200 / GB200)"] == pytest.approx(900e9)
+
+
+INTEL_BLOCK = """processor\t: 0
+vendor_id\t: GenuineIntel
+model name\t: Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz
+cpu MHz\t\t: 3799.998
+flags\t\t: fpu sse4_2 avx avx2 fma avx512f amx_tile
+
+processor\t: 1
+model name\t: another block, not read
+"""
+
+
+def test_cpu_facts_come_from_proc_cpuinfo_without_a_subprocess(tmp_path):
+    """Linux's /proc/cpuinfo is read directly (py-cpuinfo would start a Python subprocess for it,
+    0.3 s of CPU in every process that labels a measurement): the first processor's model, flags
+    and the clock in the model string (else its "cpu MHz"); None for a file without a model name."""
+    from course_lib.hardware import _proc_cpuinfo
+
+    path = tmp_path / "cpuinfo"
+    path.write_text(INTEL_BLOCK)
+    info = _proc_cpuinfo(path)
+    assert info["brand_raw"] == "Intel(R) Xeon(R) Platinum 8480+ CPU @ 2.00GHz"
+    assert info["flags"] == ["fpu", "sse4_2", "avx", "avx2", "fma", "avx512f", "amx_tile"]
+    assert info["hz_advertised"][0] == 2.0e9
+    path.write_text(INTEL_BLOCK.replace(" @ 2.00GHz", ""))
+    assert _proc_cpuinfo(path)["hz_advertised"][0] == 3799.998e6
+    path.write_text("processor\t: 0\nBogoMIPS\t: 50.00\nFeatures\t: fp asimd\n")   # an ARM machine
+    assert _proc_cpuinfo(path) is None
+    assert _proc_cpuinfo(tmp_path / "absent") is None

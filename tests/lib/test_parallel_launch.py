@@ -24,6 +24,7 @@ from course_lib.parallel.launch import (
     free_port,
     job_for,
     launch,
+    worker_preload,
     workers_store,
 )
 
@@ -418,3 +419,27 @@ def test_a_server_that_cannot_start_says_why(tmp_path, monkeypatch):
     server = fork_server.ForkServer()
     with pytest.raises(fork_server.ServerGone, match="fork server ended:(.|\n)*a broken torch, for this test"):
         server.start(str(tmp_path), {}, str(tmp_path / "rank0.log"), timeout=60)
+
+
+def wraps_a_model_in_ddp():
+    import sys
+
+    already = "torch._dynamo" in sys.modules   # before DistributedDataParallel(...) would import it
+    from course_lib.parallel.launch import init_process_group
+
+    init_process_group("gloo", timeout=30)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+    model(torch.ones(1, 2)).sum().backward()
+    return already
+
+
+def test_workers_that_build_ddp_find_torch_dynamo_imported_by_the_fork_server():
+    """DDP's (and FSDP2's, DTensor's, pipelining's) constructor imports torch._dynamo, 1.2 s of CPU per worker:
+    the fork server imports it once before forking such workers; for a job that builds none of
+    them nothing is asked (a server serves every later launch of its caller)."""
+    assert worker_preload(job_for(wraps_a_model_in_ddp)) == ("torch._dynamo",)
+    assert worker_preload(job_for("course_lib.checks.ddp:step_worker")) == ("torch._dynamo",)
+    assert worker_preload(job_for(report_rank)) == ()
+    assert worker_preload(job_for("course_lib.parallel.pipeline:torch_worker")) == ("torch._dynamo",)
+    assert worker_preload(job_for("course_lib.checks.collectives:student_worker")) == ()
+    assert launch(wraps_a_model_in_ddp, 2, timeout=90) == [True, True]

@@ -116,6 +116,11 @@ def train_worker(model_name: str = "lenet", epochs: int = 1, batch_size: int = 6
     seconds = time.perf_counter() - start
     acc, counts = evaluate_all_ranks(model.module, test, device)
     checksum = float(sum(p.detach().double().sum() for p in model.parameters()))
+    # release DDP's reducer before the process group goes: freed later (when this frame is
+    # cleared), the reducer would be the group's last owner, and the group's destructor joins
+    # gloo's threads while holding the GIL, which a thread still freeing the evaluation's
+    # all_gather needs (a hang seen in lecture 10)
+    del model, optimizer
     dist.destroy_process_group()
     return {"rank": rank, "world_size": world, "device": str(device), "losses": losses,
             "accuracy": acc, "counts": counts, "seconds": seconds, "checksum": checksum,

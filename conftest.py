@@ -37,15 +37,18 @@ def pytest_configure(config):
 # graded class, are built once; a notebook's cells share one kernel), except in PER_LESSON
 # files, whose tests for one lesson form a unit of their own (a lecture's run and its deck stay
 # together), so the heaviest files spread over the workers (pytest_xdist_make_scheduler). The
-# slowest files come first, and in PER_LESSON files the later lessons (the multi-process ones,
-# the slowest) first: the CPU then stays busy to the end rather than one worker finishing a
-# long file alone.
-SLOWEST_FIRST = (
-    "tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_sandbox.py", "tests/browser/test_hub.py",
-    "tests/grading/test_grading_kernels.py", "tests/grading/test_triton_grading.py", "tests/grading/test_grading_parallel_attacks.py",
-    "tests/lib/test_parallel_zero.py",
-    "tests/grading/test_grading_attacks.py", "tests/grading/test_grading_attacks_machine.py", "tests/grading/test_grading.py", "tests/grading/test_grading_shards.py",
-    "tests/tools/test_build.py",
+# longest units come first (a graded class of 20 submissions before one lesson's lecture), and in
+# PER_LESSON files the later lessons (the multi-process ones, the slowest) first: the CPU then
+# stays busy to the end rather than one worker finishing a long unit alone.
+SLOWEST_FIRST = (   # by their seconds in a full run (2-core VM, 2026-11-26), the longest first
+    "tests/grading/test_sandbox.py", "tests/browser/test_hub.py", "tests/grading/test_grading_parallel_attacks.py",
+    "tests/grading/test_triton_grading.py", "tests/lib/test_simt_agreement.py", "tests/grading/test_grading_kernels.py",
+    "tests/grading/test_grading_attacks.py", "tests/lib/test_parallel_zero.py", "tests/grading/test_grading_attacks_kernels.py",
+    "tests/grading/test_grading_shards.py", "tests/grading/test_grading_attacks_machine.py", "tests/tools/test_build.py",
+    "tests/grading/test_grading_cli_records.py", "tests/tools/test_hub_tryout.py",
+    "tests/notebooks/test_lectures.py", "tests/grading/test_wrong_answers.py",   # 10-35 s per lesson
+    "tests/grading/test_grading_attacks_records.py", "tests/grading/test_grading.py", "tests/lib/test_parallel_launch.py",
+    "tests/tools/test_cli.py", "tests/lib/test_parallel_ddp_ps.py",
 )
 PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py")
 LESSON_ID = re.compile(r"\[(\d\d_\w+)")   # a test's lesson parameter, e.g. [13_sharding_and_model_parallelism]

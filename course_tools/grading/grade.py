@@ -253,6 +253,21 @@ def _on_sigterm(stop: threading.Event) -> dict:
     return {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
 
 
+def _grade_shard(ctx: dict, mine: list[str], refused: dict, reference_student: str | None, workers: int,
+                 stop: threading.Event, done: dict, progress: bool) -> None:
+    """The lesson's plan (which refuses a reference that misses a point in the checker), then
+    this shard's students into ``done``: the reference student from the plan's own run, the
+    refused with their reasons, the rest graded in sandbox slots."""
+    plan = lesson_plan(ctx["course"].root, ctx["lesson"], ctx["source_nb"], ctx["release_nb"], _reference_runner(ctx))
+    ctx["facts"] = lesson_facts(ctx["source_nb"], plan)
+    if reference_student in mine and "reference_run" in ctx:
+        done[reference_student] = Outcome(reference_student)
+        _record(done[reference_student], *ctx["reference_run"], ctx)
+    done.update({s: Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=ctx["max_score"])
+                 for s in mine if s in refused})
+    _grade_all(ctx, [s for s in mine if s not in done], workers, stop, done, progress)
+
+
 def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions: Path | None = None,
                  workers: int = 1, limits: Limits | None = None, sandbox: bool = True,
                  progress: bool = True, feedback: bool = True, shard: tuple[int, int] = (0, 1),
@@ -277,21 +292,14 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     ensure_assignment(course, lesson)
     scratch, out = _shard_folders(course, lesson, index, count)
     ctx = {**_lesson_context(course, lesson, limits, sandbox, feedback, scratch, out), "intake_notes": intake_notes}
-    source_nb, release_nb, max_score = ctx["source_nb"], ctx["release_nb"], ctx["max_score"]
+    max_score = ctx["max_score"]
     done: dict[str, Outcome] = {}
     stop = threading.Event()
     previous = _on_sigterm(stop)
     complete, failure, stopped_by = False, "", None
     sandboxed_process.STOPPING.clear()
     try:
-        plan = lesson_plan(course.root, lesson, source_nb, release_nb, _reference_runner(ctx))  # refuses a failing reference
-        ctx["facts"] = lesson_facts(source_nb, plan)
-        if reference_student in mine and "reference_run" in ctx:
-            done[reference_student] = Outcome(reference_student)
-            _record(done[reference_student], *ctx["reference_run"], ctx)
-        done.update({s: Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=max_score)
-                     for s in mine if s in refused})
-        _grade_all(ctx, [s for s in mine if s not in done], workers, stop, done, progress)
+        _grade_shard(ctx, mine, refused, reference_student, workers, stop, done, progress)
         complete = True
     except Stopped as exc:
         sandboxed_process.kill_all()

@@ -4,7 +4,13 @@ The grader's attack tests (``FROZEN``: lessons 00 and 01) grade a frozen copy of
 exercises, ``tests/grading/lessons/<lesson>/`` (as of commit 83ab7bc): they build their
 submissions on particular cells (a timing exercise whose probes run in the student's kernel, a
 FLOP count to get wrong), and what they test is the grader, which must not break when a lesson's
-exercises are reworked. The live lessons are graded by the wrong-answer, plan and build tests."""
+exercises are reworked. The live lessons are graded by the wrong-answer, plan and build tests.
+
+A scratch course starts with the plan of this test process's latest scratch course of the same
+lesson that has one (``build/grading/<lesson>/plan.json``), as a class's second ``course grade``
+run finds the plan of its first: the reference is not graded again for every batch of attacks.
+``lesson_plan`` uses a plan only when its key (a hash of the notebooks and of the grading code)
+matches, so a test that edits the lesson's notebooks gets a plan computed afresh."""
 import json
 import shutil
 from pathlib import Path
@@ -14,6 +20,7 @@ from course_tools.paths import NOTEBOOKS
 
 
 FROZEN = Path(__file__).resolve().parent / "grading" / "lessons"
+_COURSES: dict[str, list[Path]] = {}   # lesson -> the roots of this process's scratch courses of it
 
 
 def lesson_folder(lesson: str) -> Path:
@@ -28,6 +35,12 @@ def scratch_course(root: Path, lesson: str) -> tuple[CourseDir, Path]:
     shutil.copytree(lesson_folder(lesson), source / lesson)
     course = CourseDir(root, source)
     release(course, lesson)
+    plans = [p for earlier in _COURSES.get(lesson, []) for p in [earlier / "build" / "grading" / lesson / "plan.json"]
+             if p.is_file()]
+    if plans:   # the latest
+        (root / "build" / "grading" / lesson).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(plans[-1], root / "build" / "grading" / lesson / "plan.json")
+    _COURSES.setdefault(lesson, []).append(root)
     return course, source
 
 

@@ -9,7 +9,6 @@ line. Importing ``course_lib.checks`` in an IPython kernel registers ``show_chec
 from __future__ import annotations
 
 import sys
-
 import traceback
 from pathlib import Path
 

@@ -49,3 +49,25 @@ def kernel_judged(course: CourseDir, lesson: str) -> list[str]:
     students' kernels instead of the trusted checker (its cached plan); [] when none."""
     plan = json.loads((course.root / "build" / "grading" / lesson / "plan.json").read_text())
     return sorted(gid for gid, where in plan["plan"].items() if where != "checker")
+
+
+def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 2) -> dict:
+    """A scratch course of ``lesson`` at ``root`` whose students hand in ``submissions(blank)``
+    (``{student: notebook}``, built on the released notebook), graded in one batch by the real
+    ``grade_lesson`` (sandboxed). Returns ``{"by": {student: Outcome}, "pages": {student: feedback
+    HTML}, "plan": the plan file's text}``."""
+    import nbformat
+
+    from course_tools.grading.grade import grade_lesson
+
+    course, source = scratch_course(root, lesson)
+    blank = nbformat.read(str(root / "release" / lesson / "exercises.ipynb"), as_version=4)
+    incoming = root / "incoming"
+    for student, nb in submissions(blank).items():
+        (incoming / student).mkdir(parents=True)
+        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
+    outcomes = grade_lesson(source / lesson, course=course, submissions=incoming, workers=workers, limits=limits,
+                            progress=False)
+    pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{lesson}/exercises.html")}
+    plan = (root / "build" / "grading" / lesson / "plan.json").read_text()
+    return {"by": {o.student: o for o in outcomes}, "pages": pages, "plan": plan}

@@ -21,12 +21,11 @@ from unittest import mock
 import nbformat
 import numpy as np
 import pytest
-from scratch_course import scratch_course
+from scratch_course import grade_class
 
 from course_lib import access_counts, hardware, kernels
 from course_tools.grading import checker, sandbox, wire
 from course_tools.grading.gpu_kernels import kernel_source
-from course_tools.grading.grade import grade_lesson
 from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused, check
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import NOTEBOOKS
@@ -419,18 +418,7 @@ def _submissions(blank) -> dict:
 def graded(tmp_path_factory):
     if not sandbox.bubblewrap():
         pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
-    root = tmp_path_factory.mktemp("course")
-    course, source = scratch_course(root, LESSON)
-    blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
-    incoming = root / "incoming"
-    for student, nb in _submissions(blank).items():
-        (incoming / student).mkdir(parents=True)
-        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
-    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
-                            progress=False)
-    pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{LESSON}/exercises.html")}
-    plan = (root / "build" / "grading" / LESSON / "plan.json").read_text()
-    return {"by": {o.student: o for o in outcomes}, "pages": pages, "plan": plan}
+    return grade_class(tmp_path_factory.mktemp("course"), LESSON, _submissions, LIMITS)
 
 
 @pytest.mark.timeout(900)

@@ -139,11 +139,28 @@ def _regions(names, values):
 
 
 def _where(addr: int, regions) -> str:
-    """Where an address lies relative to the nearest tensor, for a message."""
-    base, end, name, size = min(regions, key=lambda r: min(abs(addr - r[0]), abs(addr - r[1])))
-    index = (addr - base) // size
+    """Where a 64-bit address lies relative to the nearest tensor, for a message: an element
+    index, negative before the tensor (a pointer that went below 0 and wrapped to near 2**64
+    counts as before it, as the signed offset a GPU would compute)."""
+    def offset(region) -> int:   # bytes from the region's start, as a signed 64-bit number
+        return (addr - region[0] + 2**63) % 2**64 - 2**63
+
+    base, end, name, size = min(regions, key=lambda r: min(abs(offset(r)), abs(offset(r) - (r[1] - r[0]))))
+    index = offset((base, end)) // size
     count = (end - base) // size
     return f"element {index} of `{name}`, which has {count}"
+
+
+def _inside(addrs, size: int, base: int, end: int):
+    """Which of ``addrs`` (uint64 byte addresses) start an element of ``size`` bytes that lies
+    wholly in ``[base, end)``: compared without arithmetic on the addresses, so an address near
+    2**64 cannot wrap around into a tensor (``addrs + size`` would)."""
+    import numpy as np
+
+    last = end - size                # the last address an element fits at (Python int, exact)
+    if last < base:
+        return np.zeros(addrs.size, dtype=bool)
+    return (addrs >= np.uint64(base)) & (addrs <= np.uint64(last))
 
 
 class _Counter:
@@ -167,7 +184,7 @@ class _Counter:
         size = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
         hit = np.zeros(addrs.size, dtype=bool)
         for base, end, name, _ in self.regions:
-            inside = (addrs >= np.uint64(base)) & (addrs + np.uint64(size) <= np.uint64(end))
+            inside = _inside(addrs, size, base, end)
             nbytes = int(inside.sum()) * size
             if op == "store" and nbytes and self.writable is not None and name not in self.writable:
                 allowed = ", ".join(f"`{n}`" for n in sorted(self.writable)) or "no tensor"
@@ -182,7 +199,7 @@ class _Counter:
             bad = int(addrs[~hit][0])
             where = _where(bad, self.regions) if self.regions else "no tensor at all"
             raise OutOfBounds(f"program {program}: a tl.{op} of {int((~hit).sum())} element(s) outside the tensors "
-                              f"it was given (the first at {where}); mask the lanes past the end")
+                              f"it was given (the first at address {bad:#x}, {where}); mask the lanes past the end")
 
 
 @contextmanager

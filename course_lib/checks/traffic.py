@@ -5,12 +5,17 @@ which runs the lanes of each warp together and records every warp-level access. 
 runs in the trusted checker, on the kernel rebuilt there from its whitelisted source, so the
 figures below are measured where student code cannot reach them:
 
-- :func:`check_sectors`: every global access site moves at most the 32-byte sectors its bytes need,
-  plus one for a row that does not start on a sector boundary (coalescing; CUDA C++ Best Practices
-  Guide, "Coalesced Access to Global Memory");
-- :func:`check_bank_conflicts`: no shared access site has more than ``max_degree`` distinct words in
-  one of the 32 banks (CUDA C++ Programming Guide, "Shared Memory", compute capability 5.x and later);
+- :func:`check_sectors`: every warp access of every global access site moves at most the 32-byte
+  sectors its bytes need, plus one for a row that does not start on a sector boundary (coalescing;
+  CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory");
+- :func:`check_bank_conflicts`: no warp access of any shared access site has more than
+  ``max_degree`` distinct words in one of the 32 banks (CUDA C++ Programming Guide, "Shared
+  Memory", compute capability 5.x and later);
 - :func:`check_divergence`: at most ``per_block`` warp-level branches per block split their lanes.
+
+The first two judge each site by its worst warp access, never by a sum or an average over the
+launch: a kernel cannot pass by adding cheap accesses (a loop in which one lane rewrites one
+element) to an uncoalesced or conflicting one.
 
 Each prints one "ok: NAME" line or raises :class:`~course_lib.checks.core.CheckFailed` saying the
 target and what was measured, with the source line. Nothing is written to stderr.
@@ -49,28 +54,31 @@ def _fail(name: str, expected: str, got: str, hint: str = "") -> None:
 
 
 def check_sectors(name: str, result, hint: str = "") -> None:
-    """Every global access site of the launch moves at most ideal + 1 sectors per warp access: the
-    32-byte sectors that could hold the bytes its active lanes ask for, and one more for a row that
-    does not start on a sector boundary. A warp of 32 lanes reading 32 neighbouring float32 needs 4;
-    down a column of a row-major matrix it moves 32."""
+    """Every warp access of every global access site moves at most ideal + 1 sectors: the 32-byte
+    sectors that could hold the bytes its active lanes ask for, and one more for a row that does
+    not start on a sector boundary. Judged by each site's worst warp access (not a sum or an
+    average over the site, which extra cheap accesses would dilute). A warp of 32 lanes reading 32
+    neighbouring float32 needs 4; down a column of a row-major matrix it moves 32."""
     __tracebackhide__ = True
     sites = result.traffic.global_sites()
     if not sites:
         _fail(name, "a kernel that reads and writes global memory", "no global access at all")
-    worst = max(sites, key=lambda s: (s.sectors - s.ideal_sectors - s.warp_accesses) / max(1, s.warp_accesses))
-    per, ideal = worst.sectors_per_access, worst.ideal_per_access
-    if worst.sectors > worst.ideal_sectors + worst.warp_accesses:
-        _fail(name, f"<= {ideal + 1:.3g} sectors per warp access ({ideal:.3g} hold the bytes a warp asks for, "
+    worst = max(sites, key=lambda s: s.worst_sectors - s.worst_ideal)
+    ideal = worst.worst_ideal
+    if worst.worst_sectors > ideal + 1:
+        _fail(name, f"<= {ideal + 1} sectors per warp access ({ideal} hold the bytes this warp asks for, "
               "+ 1 for a row not starting on a 32-byte sector)",
-              f"{per:.3g} at line {worst.line} ({worst.verb} {worst.text}: {worst.pattern()}; "
-              f"{100 * worst.efficiency:.0f} % of the bytes moved are used)", hint)
+              f"{worst.worst_sectors} at line {worst.line} ({worst.verb} {worst.text}: "
+              f"{worst.pattern(worst.worst_pattern)}; {100 * ideal / worst.worst_sectors:.0f} % of the bytes "
+              "moved are used)", hint)
     _ok(name)
 
 
 def check_bank_conflicts(name: str, result, max_degree: int = 1, hint: str = "") -> None:
-    """No shared-memory access site has a conflict degree above ``max_degree`` (the most distinct
-    4-byte words a warp access puts in one of the 32 banks; 1 means one pass, lanes reading the same
-    word count once: a broadcast). Needs at least one shared access."""
+    """No warp access of any shared-memory access site has a conflict degree above ``max_degree``
+    (the most distinct 4-byte words one warp access puts in one of the 32 banks; 1 means one pass,
+    lanes reading the same word count once: a broadcast), judged by each site's worst warp access.
+    Needs at least one shared access."""
     __tracebackhide__ = True
     sites = result.traffic.shared_sites()
     if not sites:

@@ -10,11 +10,15 @@ engine records the lanes, the byte addresses, the array and the source line. Fro
   the number of distinct 128-byte lines, ``ideal_sectors`` the fewest sectors that could hold the
   distinct bytes requested (ceil(bytes / 32)); efficiency = ideal / actual. A coalesced float32 warp
   access is 4 sectors (128 bytes); a stride-32 one is 32 sectors for the same 128 useful bytes.
+  Each site also keeps its **worst** warp access (the most sectors beyond its ideal): the measure a
+  grader judges by, since sums and averages over a site can be diluted by cheap extra accesses
+  (one lane rewriting one element in a loop adds 1 sector and 1 ideal sector per access).
 - **shared memory** (Best Practices Guide, "Shared Memory and Memory Banks"; Programming Guide,
   compute capability 5.x and later, "Shared Memory"): 32 banks, successive 4-byte words in
   successive banks. The conflict degree of an access is the largest number of *distinct* words that
   fall in one bank (lanes reading the same word are served by one broadcast: no conflict); the access
-  takes that many passes (wavefronts). Accesses wider than 4 bytes are modelled as served in
+  takes that many passes (wavefronts); a site keeps the worst degree of any one warp access
+  (``max_degree``). Accesses wider than 4 bytes are modelled as served in
   phases, 8-byte accesses as two half-warps and 16-byte ones as four quarter-warps, each phase at
   least one pass (an assumption of this model: the guides document only 4-byte words per bank).
 - **divergence**: a branch whose lanes split runs both paths one after the other; the model counts
@@ -48,7 +52,10 @@ VERBS = {READ: "reads", WRITE: "writes", ATOMIC: "updates atomically"}
 class Site:
     """One array access in the source (a subscript at a line, read or written), summed over every
     warp that executed it. Byte counts in bytes; ``strides`` counts the distance (in elements)
-    between neighbouring active lanes of each warp access (None: irregular)."""
+    between neighbouring active lanes of each warp access (None: irregular). ``worst_sectors``,
+    ``worst_ideal`` and ``worst_pattern``: the global warp access with the most sectors beyond the
+    fewest that hold its bytes (sectors, those fewest, its lane pattern); ``max_degree``: the worst
+    bank conflict of one shared warp access."""
 
     line: int
     text: str
@@ -66,6 +73,9 @@ class Site:
     wavefronts: int = 0
     ideal_wavefronts: int = 0
     max_degree: int = 0
+    worst_sectors: int = 0
+    worst_ideal: int = 0
+    worst_pattern: object = None
     strides: Counter = field(default_factory=Counter)
 
     @property
@@ -93,9 +103,11 @@ class Site:
         found = self.strides.most_common(1)[0][0] if self.strides else None
         return found if isinstance(found, int) else None
 
-    def pattern(self) -> str:
-        """How the threads of a warp walk through the array, in words (its most common pattern)."""
-        found = self.strides.most_common(1)[0][0] if self.strides else ("scattered", 1)
+    def pattern(self, found=None) -> str:
+        """How the threads of a warp walk through the array, in words: ``found`` (a pattern of
+        :func:`lane_pattern`), by default the site's most common one."""
+        if found is None:
+            found = self.strides.most_common(1)[0][0] if self.strides else ("scattered", 1)
         if isinstance(found, tuple):
             shared = f", {found[-1]} threads per element" if found[-1] > 1 else ""
             if found[0] == "runs":
@@ -117,8 +129,12 @@ class Site:
             per, ideal = self.sectors_per_access, self.ideal_per_access
             if self.sectors <= self.ideal_sectors:
                 return f"{where}: {per:.3g} sectors per warp, as few as possible: {self.pattern()}"
-            return (f"{where}: {per:.3g} sectors per warp where {ideal:.3g} would do "
+            text = (f"{where}: {per:.3g} sectors per warp where {ideal:.3g} would do "
                     f"({100 * self.efficiency:.0f} % of the bytes moved are used): {self.pattern()}")
+            if self.worst_sectors - self.worst_ideal > per - ideal:   # an average hides a worse access
+                text += (f"; the worst warp access {self.worst_sectors} where {self.worst_ideal} would do: "
+                         f"{self.pattern(self.worst_pattern)}")
+            return text
         if self.max_degree <= 1:
             return f"{where}: no bank conflict: {self.pattern()}"
         return (f"{where}: {self.max_degree}-way bank conflict ({self.wavefronts / self.warp_accesses:.3g} "
@@ -201,6 +217,8 @@ class Traffic:
             site.sectors += sectors
             site.lines += lines
             site.ideal_sectors += ideal
+            if site.worst_pattern is None or sectors - ideal > site.worst_sectors - site.worst_ideal:
+                site.worst_sectors, site.worst_ideal, site.worst_pattern = sectors, ideal, pattern
             self.touched.append((arr, offs, how))
         else:
             site.wavefronts += passes

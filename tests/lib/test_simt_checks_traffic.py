@@ -12,6 +12,7 @@ from course_lib import kernels
 from course_lib.checks import CheckFailed
 from course_lib.checks.traffic import (check_bank_conflicts, check_divergence, check_sectors, divergent_per_block,
                                        launch_traffic)
+from course_lib.simt.races import WRITE
 
 SOURCES = lessons.solution_cells("03")
 WRONG = lessons.wrong_answers("03")
@@ -37,10 +38,36 @@ def test_the_tiled_transpose_is_coalesced_and_the_naive_one_is_not():
     with pytest.raises(CheckFailed) as failed:
         check_sectors("uncoalesced", uncoalesced)
     message = str(failed.value)
-    assert re.search(r"expected <= 4 sectors per warp access .* got (\d+) at line \d+ \(writes out\[", message), message
-    assert int(re.search(r"got (\d+)", message).group(1)) >= 16
-    with pytest.raises(CheckFailed, match="got 24 at line"):
+    assert re.search(r"expected <= 5 sectors per warp access \(4 hold the bytes this warp asks for, .* got 32 at "
+                     r"line \d+ \(writes out\[out_row, out_col\]: threads of a warp step along a column", message), message
+    with pytest.raises(CheckFailed, match="got 32 at line"):
         check_sectors("naive", transpose(kernel("ex7_naive", "transpose_naive_kernel")))
+
+
+DILUTED = """@cuda.jit
+def transpose_naive_kernel(a, out):
+    col, row = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        reps = 1
+        if row == 0 and col == 0:
+            reps = 3000
+        for r in range(reps):
+            out[col, row] = a[row, col]
+"""
+
+
+def test_a_diluted_uncoalesced_access_is_judged_by_its_worst_warp_access():
+    """Issue 35: the naive transpose with one lane rewriting one element 3000 times: each rewrite is
+    1 sector where 1 would do, which summed over the site hid the 90 column writes of 32 sectors
+    (3000 + 90 * 32 sectors within ideal + 1 per access); the worst warp access is still 32."""
+    result = transpose(lessons.build("03", DILUTED, "transpose_naive_kernel", "<test traffic diluted>"))
+    write = next(s for s in result.traffic.global_sites() if s.how == WRITE)
+    assert write.sectors <= write.ideal_sectors + write.warp_accesses     # the sum is padded
+    assert (write.worst_sectors, write.worst_ideal) == (32, 4)
+    assert "the worst warp access 32 where 4 would do" in write.sentence()
+    with pytest.raises(CheckFailed, match=r"expected <= 5 sectors per warp access .* got 32 at line 9 \(writes "
+                                          r"out\[col, row\]: threads of a warp step along a column"):
+        check_sectors("diluted", result)
 
 
 def test_a_row_not_starting_on_a_sector_gets_one_sector_of_slack():
@@ -55,6 +82,22 @@ def test_the_padded_tile_has_no_bank_conflict_and_the_unpadded_one_32_way():
     with pytest.raises(CheckFailed, match=r"expected no bank conflict \(degree 1\), got a 32-way conflict at line \d+ "
                                           r"\(reads tile\[tx, ty\]"):
         check_bank_conflicts("unpadded", unpadded)
+
+
+def test_a_diluted_bank_conflict_is_judged_by_its_worst_warp_access():
+    """The unpadded tile's 32-way conflicting read, with one lane reading one word 3000 times more
+    (3000 conflict-free passes, 2.3 passes per warp access on average): its worst warp access is
+    still 32-way."""
+    unpadded = lessons.apply(SOURCES["ex8_padded"], WRONG["ex8_padded"][0])
+    diluted = unpadded.replace("        out[out_row, out_col] = tile[tx, ty]",
+                               "        reps = 3000 if out_row == 0 and out_col == 0 else 1\n"
+                               "        for r in range(reps):\n            out[out_row, out_col] = tile[tx, ty]")
+    assert diluted != unpadded
+    result = transpose(lessons.build("03", diluted, "transpose_padded_kernel", "<test traffic diluted tile>"), 64, 64)
+    read = next(s for s in result.traffic.shared_sites() if s.how != WRITE)
+    assert read.wavefronts / read.warp_accesses < 3 and read.max_degree == 32
+    with pytest.raises(CheckFailed, match=r"got a 32-way conflict at line \d+ \(reads tile\[tx, ty\]"):
+        check_bank_conflicts("diluted", result)
 
 
 def test_sequential_addressing_keeps_warps_together_and_interleaved_splits_them():

@@ -7,12 +7,13 @@ from __future__ import annotations
 import json
 import os
 import select
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .sandbox import SLOTS, Limits
-from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
+from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, signal_of
 
 MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds values of up to 32 MiB)
 
@@ -26,6 +27,8 @@ class CheckerProcess(SandboxedProcess):
         self.scanned = 0            # bytes of ``buffer`` already searched for a newline
         self.tmp: Path | None = None
         self.limit_hit = ""         # the sandbox-wide limit the watchdog enforced while waiting
+        self.broke = ""             # why the grader stopped a checker whose reply it could not read
+        self.closed = False         # its output reached end of file (it exited, or is exiting)
         self.watch_at = self.disk_at = 0.0   # when the watchdog next looks at the sandbox, and at its disk
 
     def _watched(self) -> tuple:
@@ -36,7 +39,8 @@ class CheckerProcess(SandboxedProcess):
         here = Path(__file__).resolve().parent
         self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
         tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
-        self.limit_hit = ""
+        self.limit_hit = self.broke = ""
+        self.closed = False
         self.watch_at = time.monotonic() + WATCH_SECONDS
         self.disk_at = time.monotonic() + 1.0
         command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
@@ -64,6 +68,7 @@ class CheckerProcess(SandboxedProcess):
         while (end := self.buffer.find(b"\n", self.scanned)) < 0:
             self.scanned = len(self.buffer)
             if len(self.buffer) > MAX_REPLY_BYTES:
+                self.broke = f"a reply longer than {MAX_REPLY_BYTES // 2**20} MiB"
                 self.kill()
                 self.buffer, self.scanned = bytearray(), 0
                 return None
@@ -82,6 +87,7 @@ class CheckerProcess(SandboxedProcess):
             if ready:
                 chunk = os.read(self.proc.stdout.fileno(), 1 << 20)
                 if not chunk:
+                    self.closed = True
                     return None
                 self.buffer += chunk
         line = bytes(self.buffer[:end])
@@ -90,5 +96,25 @@ class CheckerProcess(SandboxedProcess):
         try:
             return json.loads(line)
         except ValueError:          # not the checker's JSON: treat as a checker that broke
+            self.broke = "a reply that is not JSON"
             self.kill()
             return None
+
+    def ended(self) -> str:
+        """How the checker ended, in words ("segmentation fault (SIGSEGV)", "exit code 1"), or ""
+        while it runs. Once its output closed, waits up to 2 s for the exit status."""
+        if self.broke:
+            return f"the grader stopped it: {self.broke}"
+        proc = self.proc
+        if proc is None:
+            return ""
+        try:
+            code = proc.wait(timeout=2) if self.closed else proc.poll()
+        except subprocess.TimeoutExpired:
+            return ""
+        if code is None:
+            return ""
+        sig = signal_of(code)
+        if sig is not None:
+            return SIGNALS.get(sig, f"signal {sig}")
+        return f"exit code {code}"

@@ -27,12 +27,10 @@ from . import wire
 from .checker_process import CheckerProcess
 from .student_kernel import SandboxKernel
 from .sandbox import Limits
+from .sandboxed_process import SIGNALS, signal_of
 from .segments import split_hidden
 from .submission import _nb_meta, is_test_cell
 
-SIGNALS = {6: "aborted (SIGABRT)", 7: "bus error (SIGBUS)", 9: "killed (SIGKILL, often the memory limit)",
-           11: "segmentation fault (SIGSEGV)", 24: "CPU time limit reached (SIGXCPU)",
-           25: "file size limit reached (SIGXFSZ)"}
 _WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines() if not ln.startswith("from __future__"))
 HELPERS = (f"import types as _t\n_course_wire = _t.ModuleType('_course_wire')\n"
            f"exec(compile({(_WIRE_SOURCE + wire.KERNEL_HELPERS)!r}, '<course helpers>', 'exec'), _course_wire.__dict__)\n"
@@ -72,7 +70,7 @@ def _describe_failure(run, number: int, limits: Limits, limit_hit: str = "") -> 
         if limit_hit:
             return f"{limit_hit} in {where}; the sandbox was stopped"
         code = run.exit_code
-        sig = -code if code is not None and code < 0 else (code - 128 if code and code > 128 else None)
+        sig = signal_of(code)
         if sig in SIGNALS:
             return f"kernel crashed in {where}: {SIGNALS[sig]}"
         return f"kernel exited in {where} (exit code {code}: the code ended the kernel's process, e.g. os._exit)"
@@ -153,13 +151,13 @@ class Runner:
             self.kinds = kinds
         self.checker.send({"op": "names", "kinds": kinds, "ns": ns})
         if self.checker.receive(30) is None:
-            return self._checker_lost("the checker did not answer")
+            return self._checker_lost(self._no_reply("the checker did not answer"))
         self.checker.send({"op": "run", "code": code, "ns": ns, "save": save})
         while True:
             msg = self.checker.receive(max(0.0, deadline - time.monotonic()))
             if msg is None:
-                return self._checker_lost(self.checker.limit_hit or
-                                          f"the test did not finish in time (limit {self.limits.cell_seconds:g} s)")
+                return self._checker_lost(self._no_reply(
+                    f"the test did not finish in time (limit {self.limits.cell_seconds:g} s)"))
             if msg.get("op") == "done":
                 return msg
             call = self._kernel_call(msg)
@@ -189,14 +187,26 @@ class Runner:
             return f"_course_wire._course_probe({self.token!r}, {msg['name']!r}, {msg['source']!r}, {args!r})"
         return ""
 
+    def _no_reply(self, otherwise: str) -> str:
+        """Why the checker sent no reply, in words: a sandbox limit it was stopped at, its own end
+        (a crash names the signal: never reported as a time-out), else ``otherwise`` (the deadline)."""
+        if self.checker.limit_hit:
+            return self.checker.limit_hit
+        ended = self.checker.ended()
+        return f"the checker stopped ({ended}) while judging this cell" if ended else otherwise
+
     def _checker_lost(self, why: str) -> dict:
         """The checker timed out, died or was stopped at a limit: start a fresh one (setup cells
-        run again later)."""
+        run again later). The student's reasons say which, but for a time-out (the cell's own
+        output says it)."""
         if self.checker.limit_hit:   # the student's code in the checker's workers went past a limit
             self.notes.append(f"{self.checker.limit_hit} in {self.where}; the checker's sandbox was stopped")
+        elif why.startswith("the checker stopped"):
+            self.notes.append(f"{why.replace('this cell', self.where)}; a fresh checker judged the cells after it")
         self.checker.stop()
         self.start_checker()
-        return {"op": "done", "ok": False, "ename": "TimeoutError", "evalue": why, "lines": []}
+        ename = "CheckerStopped" if why.startswith("the checker stopped") else "TimeoutError"
+        return {"op": "done", "ok": False, "ename": ename, "evalue": why, "lines": []}
 
     def run_setup(self, upto: int, deadline: float) -> None:
         """Run the instructor's setup cells (indices into the source) before position ``upto``."""

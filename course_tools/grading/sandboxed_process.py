@@ -41,6 +41,19 @@ def kill_all(close: bool = False) -> None:
             box.kill()
 
 
+SIGNALS = {6: "aborted (SIGABRT)", 7: "bus error (SIGBUS)", 9: "killed (SIGKILL, often the memory limit)",
+           11: "segmentation fault (SIGSEGV)", 24: "CPU time limit reached (SIGXCPU)",
+           25: "file size limit reached (SIGXFSZ)"}
+
+
+def signal_of(code: int | None) -> int | None:
+    """The signal that ended a process with exit status ``code``: -N from Popen for the process
+    itself, 128 + N from bubblewrap for its child; None for a plain exit (or no status yet)."""
+    if code is None:
+        return None
+    return -code if code < 0 else (code - 128 if code > 128 else None)
+
+
 def _last_line(stderr: bytes) -> str:
     """The last non-empty line a process wrote to stderr (a traceback's exception line)."""
     lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]

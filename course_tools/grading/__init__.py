@@ -1,10 +1,13 @@
 """Autograding with nbgrader, one step per module, in the order a submission meets them:
 
-1. ``nbgrader_course``: the course directory; release, scores and the gradebook through nbgrader
-   (``round_trip``: the build's reference and blank, graded as students are).
+1. ``nbgrader_course``: the course directory; release, scores and the gradebook through nbgrader,
+   and the grader's own student version (``build/grading/<lesson>/student.ipynb``, generated
+   from the source; never ``release/``, where students work) (``round_trip``: the build's
+   reference and blank, graded as students are).
 2. ``intake`` and ``submission``: the folder (regular files with plain names only, anything else
    refused with the reason, nothing copied), then the notebook: read it, keep well-formed
-   metadata, restore the test cells from the source.
+   metadata, refuse another lesson's, restore the test cells from the source and the solution
+   stubs from the grader's student version.
 3. ``sandbox``, ``cpu_share`` and ``sandboxed_process``: bubblewrap, rlimits, systemd scopes or
    CPU cgroups and the watchdog around the two processes of each submission,
    ``student_kernel`` (the student's IPython kernel) and ``checker_process`` (the trusted

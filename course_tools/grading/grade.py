@@ -11,6 +11,7 @@ a grader that was killed outright) by the next run.
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import signal
@@ -29,12 +30,13 @@ from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
 from . import sandboxed_process
 from .execute import Execution, Verdict, _error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html, safe_outputs
-from .nbgrader_course import CourseDir, GradingError, ensure_assignment
+from .nbgrader_course import CourseDir, GradingError, student_version
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
 from .intake import STUDENT_NAME, copy_files, import_submissions, inspect_folder, read_timestamp
-from .submission import SubmissionProblem, _nb_meta, is_test_cell, read_submission, restore_test_cells
+from .submission import (SubmissionProblem, _nb_meta, is_test_cell, lesson_marks, read_submission,
+                         refuse_other_lesson, restore_test_cells)
 
 
 class Stopped(Exception):
@@ -92,7 +94,7 @@ def _record(outcome: Outcome, nb, ex: Execution, ctx: dict) -> None:
     outcome.cells = {g: s for g, (s, _) in scores.items()}
     outcome.score = sum(outcome.cells.values())
     if ctx["feedback"]:
-        fb = feedback_notebook(nb, ex, scores, (outcome.score, ctx["max_score"]), outcome.reasons, ctx["release_nb"])
+        fb = feedback_notebook(nb, ex, scores, (outcome.score, ctx["max_score"]), outcome.reasons, ctx["blank_nb"])
         (ctx["out"] / "feedback" / f"{student}.html").write_text(render_html(fb, local_mathjax_url()))
 
 
@@ -107,7 +109,8 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
         files = inspect_folder(folder)
         nb, notes = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")  # metadata checked and reduced
         outcome.reasons += notes
-        nb, notes = restore_test_cells(nb, ctx["source_nb"], ctx["release_nb"])
+        refuse_other_lesson(nb, ctx["lesson"], ctx["lesson_marks"])
+        nb, notes = restore_test_cells(nb, ctx["source_nb"], ctx["blank_nb"])
         outcome.reasons += notes
         stamp, note = read_timestamp(folder)
         outcome.timestamp = stamp.isoformat() if stamp else ""
@@ -166,16 +169,30 @@ def _take_in(course: CourseDir, lesson: str, submissions: Path | None, progress:
     return refused, intake_notes, everyone
 
 
-def _lesson_context(course: CourseDir, lesson: str, limits: Limits, sandbox: bool, feedback: bool,
+def _lesson_context(course: CourseDir, lesson: str, blank_nb, limits: Limits, sandbox: bool, feedback: bool,
                     scratch: Path, out: Path) -> dict:
-    """What grading each student of the lesson shares: its source and release notebooks, test
-    cells and maximum score, the limits, and where scratch and results go."""
+    """What grading each student of the lesson shares: its source notebook and ``blank_nb``, the
+    trusted student version (``student_version``, never ``release/``), what marks each lesson's
+    notebook as its own, test cells and maximum score, the limits, and where scratch and results go."""
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
-    release_nb = nbformat.read(str(course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
-    return {"course": course, "lesson": lesson, "source_nb": source_nb, "release_nb": release_nb, "limits": limits,
+    return {"course": course, "lesson": lesson, "source_nb": source_nb, "blank_nb": blank_nb,
+            "lesson_marks": _lessons_marks(course, lesson, source_nb), "limits": limits,
             "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback,
             "cell_ids": [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)],
             "max_score": float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))}
+
+
+def _lessons_marks(course: CourseDir, lesson: str, source_nb) -> dict[str, set[str]]:
+    """``submission.lesson_marks`` of ``lesson`` and of every other lesson in the course's source
+    (a notebook that cannot be read marks nothing)."""
+    marks = {lesson: lesson_marks(source_nb)}
+    for other in sorted(course.source.glob(f"*/{GRADED_NOTEBOOK}.ipynb")):
+        if other.parent.name != lesson:
+            try:
+                marks[other.parent.name] = lesson_marks(json.loads(other.read_bytes()))
+            except (OSError, ValueError, RecursionError):  # an unreadable lesson names no notebook
+                continue
+    return marks
 
 
 def _shard_folders(course: CourseDir, lesson: str, index: int, count: int) -> tuple[Path, Path]:
@@ -203,7 +220,7 @@ def _reference_runner(ctx: dict):
         except SubmissionProblem:
             files = [(f"{GRADED_NOTEBOOK}.ipynb", (source / f"{GRADED_NOTEBOOK}.ipynb").stat().st_size)]
         copy_files(source, ref_dir, files, sandbox_uid(0) if ctx["sandbox"] else None)
-        nb = reference_notebook(ctx["source_nb"], ctx["release_nb"])
+        nb = reference_notebook(ctx["source_nb"], ctx["blank_nb"])
         try:
             ex = execute_submission(nb, ref_dir, ctx["limits"], facts, 0, ctx["sandbox"], ctx["scratch"])
         finally:
@@ -258,7 +275,7 @@ def _grade_shard(ctx: dict, mine: list[str], refused: dict, reference_student: s
     """The lesson's plan (which refuses a reference that misses a point in the checker), then
     this shard's students into ``done``: the reference student from the plan's own run, the
     refused with their reasons, the rest graded in sandbox slots."""
-    plan = lesson_plan(ctx["course"].root, ctx["lesson"], ctx["source_nb"], ctx["release_nb"], _reference_runner(ctx))
+    plan = lesson_plan(ctx["course"].root, ctx["lesson"], ctx["source_nb"], ctx["blank_nb"], _reference_runner(ctx))
     ctx["facts"] = lesson_facts(ctx["source_nb"], plan)
     if reference_student in mine and "reference_run" in ctx:
         done[reference_student] = Outcome(reference_student)
@@ -287,11 +304,12 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     index, count = shard
     if sandbox and not bubblewrap():
         raise SandboxUnavailable(why_no_sandbox())
+    blank_nb = student_version(course, lesson)   # GradingError before anything is taken in
     refused, intake_notes, everyone = _take_in(course, lesson, submissions, progress)
     mine = [s for i, s in enumerate(everyone) if i % count == index]
-    ensure_assignment(course, lesson)
     scratch, out = _shard_folders(course, lesson, index, count)
-    ctx = {**_lesson_context(course, lesson, limits, sandbox, feedback, scratch, out), "intake_notes": intake_notes}
+    ctx = {**_lesson_context(course, lesson, blank_nb, limits, sandbox, feedback, scratch, out),
+           "intake_notes": intake_notes}
     max_score = ctx["max_score"]
     done: dict[str, Outcome] = {}
     stop = threading.Event()
@@ -334,7 +352,7 @@ def merge_lesson(lesson_dir: Path, course: CourseDir | None = None) -> list[Outc
     course = course or CourseDir(REPO, NOTEBOOKS)
     lesson = lesson_dir.name
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
-    ensure_assignment(course, lesson)
+    student_version(course, lesson)  # the gradebook knows the lesson
     cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
     max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
     mathjax_into(course.root / "feedback")

@@ -18,6 +18,7 @@ import stat
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..paths import GRADED_NOTEBOOK
 from .nbgrader_course import CourseDir
 from .submission import MAX_FILE_BYTES, SubmissionProblem, file_kind, read_regular
 
@@ -117,21 +118,23 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
     Returns ({student: reason} for every folder refused (nothing of it is copied, and an
     earlier copy of that student's lesson is removed so it is not graded as new),
     {student: [notes]} for the students whose timestamp.txt was ignored, [the students copied]).
-    SubmissionProblem when ``submissions`` is not a folder of student folders (a notebook, or
-    one student's folder)."""
+    A file at the top of the class folder (a notebook uploaded without its folder) is one refused
+    entry, named by the file, and the class is graded. SubmissionProblem when ``submissions`` is
+    not a folder of student folders (a notebook, or one student's folder: ``folder_problem``)."""
     refused, notes, taken = {}, {}, []
     folder_problem(submissions)
     for student_dir in sorted(Path(submissions).iterdir()):
         name = student_dir.name
         if name.startswith("."):
             continue
+        top = os.lstat(student_dir)
+        if not stat.S_ISDIR(top.st_mode):  # a stray file: its own refused row, the class goes on
+            refused[repr(name)[1:-1]] = _stray_entry(name, top.st_mode)
+            if STUDENT_NAME.fullmatch(name):
+                _remove(course, name, lesson)
+            continue
         if not STUDENT_NAME.fullmatch(name):
             refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
-            continue
-        top = os.lstat(student_dir)
-        if not stat.S_ISDIR(top.st_mode):
-            refused[name] = f"refused: the student's entry is {file_kind(top.st_mode)}, not a folder"
-            _remove(course, name, lesson)
             continue
         src = student_dir / lesson if os.path.lexists(student_dir / lesson) else student_dir
         target = course.root / "submitted" / name / lesson
@@ -158,10 +161,32 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
     return refused, notes, taken
 
 
+def _stray_entry(name: str, mode: int) -> str:
+    """Why a file at the top of a class folder is refused, and where it belongs."""
+    shown = repr(name)[1:-1]
+    if not stat.S_ISREG(mode):
+        return f"refused: the student's entry is {file_kind(mode)}, not a folder"
+    if name.endswith(".ipynb"):
+        stem = name[:-len(".ipynb")]
+        where = (f"put it in {stem}/ as {stem}/{GRADED_NOTEBOOK}.ipynb"
+                 if stem != GRADED_NOTEBOOK and STUDENT_NAME.fullmatch(stem)
+                 else f"put it in its student's folder, <student>/{GRADED_NOTEBOOK}.ipynb")
+        return f"refused: {shown} is a notebook at the top of the class folder, not in a student folder: {where}"
+    return f"refused: {shown} is a file at the top of the class folder, not a student's folder"
+
+
+def _holds_notebooks(folder: Path) -> bool:
+    """Whether ``folder`` (a real folder, not a link) holds a notebook, itself or one level down
+    (a student's folder: DIR/<student>/exercises.ipynb or DIR/<student>/<lesson>/exercises.ipynb)."""
+    return folder.is_dir() and not folder.is_symlink() and (
+        any(folder.glob("*.ipynb")) or any(folder.glob("*/*.ipynb")))
+
+
 def folder_problem(submissions: Path) -> None:
     """SubmissionProblem, in plain words, when ``submissions`` is not a folder of student
-    folders: missing, a file (a lone notebook), or one student's folder (a notebook directly
-    inside it)."""
+    folders: missing, a file (a lone notebook), or one student's folder (notebooks directly
+    inside it and no folder that holds one). A class folder with a stray notebook at its top
+    is a class: that file is refused on its own (``import_submissions``)."""
     path = Path(submissions)
     if not path.exists():
         raise SubmissionProblem(f"--submissions {path}: no such folder (it should hold one folder per student, "
@@ -169,10 +194,12 @@ def folder_problem(submissions: Path) -> None:
     if not path.is_dir():
         raise SubmissionProblem(f"--submissions {path} is a file, not a folder: give the folder that holds one "
                                 "folder per student (DIR/<student>/exercises.ipynb)")
-    notebooks = sorted(p.name for p in path.iterdir() if p.name.endswith(".ipynb"))
-    if notebooks:
-        raise SubmissionProblem(f"--submissions {path} holds {notebooks[0]} itself, as one student's folder does: "
-                                "give the folder above it, with one folder per student (DIR/<student>/exercises.ipynb)")
+    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    notebooks = sorted(p.name for p in entries if p.name.endswith(".ipynb") and not p.is_dir())
+    if notebooks and not any(_holds_notebooks(p) for p in entries):
+        raise SubmissionProblem(f"--submissions {path} holds {notebooks[0]} itself, as one student's folder does, "
+                                "and no student folders: give the folder above it, with one folder per student "
+                                "(DIR/<student>/exercises.ipynb)")
 
 
 def _remove(course: CourseDir, student: str, lesson: str) -> None:

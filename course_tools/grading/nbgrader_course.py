@@ -3,7 +3,8 @@
 nbgrader runs on a course directory (its release and autograde converters in this process,
 other commands as ``nbgrader`` subprocesses), either the real one (the repository root, as
 configured in ``nbgrader_config.py``) or a scratch one (``round_trip``, for ``course build``).
-nbgrader releases, scores and keeps the gradebook; it never judges a test cell (the trusted
+nbgrader generates the student version (once, as the grader's trusted copy under ``build/``,
+which ``release`` copies into ``release/`` for students), scores and keeps the gradebook; it never judges a test cell (the trusted
 checker does, ``execute``). ``autograde`` remains for the benchmark that compares the course's
 grader with plain nbgrader.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,12 +102,8 @@ def release(course: CourseDir, lesson: str, force: bool = False) -> Path:
     is raised and the file is untouched. With ``force`` the new version is written and the old
     file kept beside it as ``exercises.yours-YYYYmmdd-HHMMSS.ipynb``.
 
-    nbgrader's own converter runs in this process, configured as ``nbgrader generate_assignment
-    LESSON --force`` would be in the course directory (its ``nbgrader_config.py``, then the
-    course's folders): the subprocess spent 2.7 CPU-s importing nbgrader for 0.3 CPU-s of work
-    on the course's 2-core machine, and a test run releases a lesson some twenty times."""
-    from nbgrader.converters import GenerateAssignment
-
+    The version is generated once, as the grader's trusted copy (``student_version``), and
+    copied from there into ``release/``: students work in that copy, the grader never reads it."""
     folder = course.root / "release" / lesson
     target = folder / f"{GRADED_NOTEBOOK}.ipynb"
     if os.path.lexists(target) and not _generated_here(course, lesson, target):
@@ -120,11 +118,135 @@ def release(course: CourseDir, lesson: str, force: bool = False) -> Path:
         while os.path.lexists(kept):
             kept = kept.with_name(kept.name.replace(".ipynb", "-1.ipynb"))
         os.replace(target, kept)
-    ok, log = _convert(GenerateAssignment, "generate_assignment", course, lesson, _course_config(course))
-    if not ok:
-        raise GradingError(f"nbgrader generate_assignment {lesson} failed:\n{log[-2000:]}")
+    key = _source_key(course, lesson)
+    with _generation_folder(course) as work:
+        generated = _generate(course, lesson, work)
+        _keep_trusted(course, lesson, generated, key)
+        shutil.copytree(generated, folder, dirs_exist_ok=True)
     record_release(course.root, lesson, target)
     return folder
+
+
+def trusted_paths(root: Path, lesson: str) -> tuple[Path, Path]:
+    """(the grader's student version of ``lesson``, its record: the key of what it was generated
+    from and the SHA-256 of its bytes), both under ``build/grading/<lesson>/``, where nobody works."""
+    folder = root / "build" / "grading" / lesson
+    return folder / "student.ipynb", folder / "student.json"
+
+
+def _source_key(course: CourseDir, lesson: str) -> str:
+    """A hash of what the student version is generated from: the lesson's source notebook, the
+    course's ``nbgrader_config.py`` (its stubs), nbgrader's version and this module."""
+    import hashlib
+
+    import nbgrader
+
+    digest = hashlib.sha256(nbgrader.__version__.encode())
+    for part in (course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb", course.root / "nbgrader_config.py",
+                 Path(__file__)):
+        digest.update(b"\0" + (part.read_bytes() if part.is_file() else b"-"))
+    return digest.hexdigest()
+
+
+def _generation_folder(course: CourseDir):
+    """A fresh folder under ``build/grading/`` that nbgrader releases into (removed after use)."""
+    import tempfile
+
+    base = course.root / "build" / "grading"
+    base.mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=".student-", dir=base)
+
+
+def _generate(course: CourseDir, lesson: str, work: str) -> Path:
+    """nbgrader's student version of ``lesson``, generated from the source into ``work/<lesson>/``
+    (returned), and the lesson's cells recorded in the course's gradebook.
+
+    nbgrader's own converter runs in this process, configured as ``nbgrader generate_assignment
+    LESSON --force`` would be in the course directory (its ``nbgrader_config.py``, then the
+    course's folders): the subprocess spent 2.7 CPU-s importing nbgrader for 0.3 CPU-s of work
+    on the course's 2-core machine, and a test run releases a lesson some twenty times."""
+    from nbgrader.converters import GenerateAssignment
+
+    config = _course_config(course)
+    config.CourseDirectory.release_directory = str(work)
+    ok, log = _convert(GenerateAssignment, "generate_assignment", course, lesson, config)
+    generated = Path(work) / lesson
+    if not ok or not (generated / f"{GRADED_NOTEBOOK}.ipynb").is_file():
+        raise GradingError(f"nbgrader generate_assignment {lesson} failed on {course.source / lesson}: {_why(log)}")
+    return generated
+
+
+def _why(log: str) -> str:
+    """The line of an nbgrader log that says what went wrong: the last exception's, else the first error."""
+    lines = log.splitlines()
+    exceptions = [line for line in lines if re.match(r"[A-Za-z_][\w.]*(Error|Exception)\b.*: ", line)]
+    errors = [line for line in lines if line.startswith(("[ERROR]", "[CRITICAL]"))]
+    return (exceptions[-1:] or errors[:1] or ["nothing in its log"])[0][:300]
+
+
+def _keep_trusted(course: CourseDir, lesson: str, generated: Path, key: str) -> None:
+    """The generated notebook as the grader's student version, with its record (each file
+    replaced in one rename: a grader reading meanwhile finds them disagree and generates its own)."""
+    import hashlib
+    import json
+
+    notebook, record = trusted_paths(course.root, lesson)
+    notebook.parent.mkdir(parents=True, exist_ok=True)
+    data = (generated / f"{GRADED_NOTEBOOK}.ipynb").read_bytes()
+    entry = json.dumps({"key": key, "sha256": hashlib.sha256(data).hexdigest()}).encode()
+    for path, content in ((notebook, data), (record, entry)):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(3).hex()}.tmp")
+        tmp.write_bytes(content)
+        tmp.replace(path)
+
+
+def _read_trusted(course: CourseDir, lesson: str, key: str):
+    """The grader's student version of ``lesson`` as a notebook, or None when it is missing, was
+    generated from something else than the source now (``key``) or changed since (its SHA-256)."""
+    import hashlib
+    import json
+
+    import nbformat
+
+    notebook, record = trusted_paths(course.root, lesson)
+    try:
+        saved = json.loads(record.read_text())
+        data = notebook.read_bytes()
+        if not isinstance(saved, dict) or saved.get("key") != key or \
+                saved.get("sha256") != hashlib.sha256(data).hexdigest():
+            return None
+        return nbformat.reads(data.decode("utf-8"), as_version=4)
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def student_version(course: CourseDir, lesson: str):
+    """The student version of ``lesson`` that the grader trusts (cells are restored from it):
+    ``build/grading/<lesson>/student.ipynb``, used only while its record says it was generated
+    from the source as it is now (and the nbgrader configuration) and its bytes are the ones
+    generated; otherwise generated again from the source, never taken from ``release/`` (where
+    students work). Also makes sure the gradebook knows the lesson (the generation records it).
+    ``GradingError`` (one line) when it cannot be generated or verified."""
+    key = _source_key(course, lesson)
+    nb = _read_trusted(course, lesson, key)
+    if nb is None or not _gradebook_knows(course, lesson):
+        with _generation_folder(course) as work:
+            _keep_trusted(course, lesson, _generate(course, lesson, work), key)
+        nb = _read_trusted(course, lesson, key)
+    if nb is None:
+        raise GradingError(f"the grader's student version of {lesson} ({trusted_paths(course.root, lesson)[0]}) "
+                           "cannot be verified against the lesson's source; nothing was graded")
+    return nb
+
+
+def _gradebook_knows(course: CourseDir, lesson: str) -> bool:
+    course.settings()  # a course without a gradebook gets an empty one first
+    try:
+        with Gradebook(course.db_url) as gb:
+            gb.find_assignment(lesson)
+        return True
+    except MissingEntry:
+        return False
 
 
 def _released_record(root: Path, lesson: str) -> Path:
@@ -158,21 +280,15 @@ def record_release(root: Path, lesson: str, notebook: Path) -> None:
 
 def _generated_here(course: CourseDir, lesson: str, target: Path) -> bool:
     """Whether ``target`` holds the cells of a student version: the one recorded at the last
-    release, or the one the source would give now (generated in a scratch course)."""
-    import tempfile
-
+    release, or the one the source gives now (the grader's, ``student_version``)."""
     have = cells_fingerprint(target)
     if have is None or os.path.islink(target):
         return False
     record = _released_record(course.root, lesson)
     if record.is_file() and record.read_text().strip() == have:
         return True
-    with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
-        scratch = CourseDir(Path(tmp), course.source)
-        if (course.root / "nbgrader_config.py").is_file():  # the same stubs as the real release
-            shutil.copyfile(course.root / "nbgrader_config.py", Path(tmp) / "nbgrader_config.py")
-        fresh = release(scratch, lesson) / f"{GRADED_NOTEBOOK}.ipynb"
-        return cells_fingerprint(fresh) == have
+    student_version(course, lesson)
+    return cells_fingerprint(trusted_paths(course.root, lesson)[0]) == have
 
 
 _NBGRADER_LOCK = threading.Lock()
@@ -231,7 +347,7 @@ def autograde(course: CourseDir, lesson: str, student: str | None = None,
               cell_timeout: int = 120) -> subprocess.CompletedProcess:
     """Autograde the submissions of ``lesson`` (all students, or one) with nbgrader's own
     ``Autograde`` converter in this process, configured as ``nbgrader autograde LESSON --force``
-    would be in the course directory (see ``release``: the subprocess spent 2.7 CPU-s importing
+    would be in the course directory (see ``_generate``: the subprocess spent 2.7 CPU-s importing
     nbgrader, once per lesson of every build). Returns what the command would have: exit status
     1 when a notebook failed to autograde, and nbgrader's log as ``stderr``."""
     from nbgrader.converters import Autograde
@@ -253,19 +369,3 @@ def score(course: CourseDir, lesson: str, student: str) -> tuple[float, float]:
         except MissingEntry:
             return 0.0, float(gb.find_assignment(lesson).max_score)
         return float(sub.score), float(sub.max_score)
-
-
-def ensure_assignment(course: CourseDir, lesson: str) -> None:
-    released = course.root / "release" / lesson / f"{GRADED_NOTEBOOK}.ipynb"
-    if not (course.root / "gradebook.db").exists():  # a new course: release makes it
-        release(course, lesson)
-        return
-    try:
-        with Gradebook(course.db_url) as gb:
-            gb.find_assignment(lesson)
-            known = True
-    except MissingEntry:
-        known = False
-    if not known or not released.exists():
-        release(course, lesson)
-

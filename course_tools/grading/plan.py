@@ -61,30 +61,31 @@ def lesson_facts(source_nb, plan: dict | None = None) -> dict:
     return {"names": solution_names(source_nb), "setup": setup, "position": position, "plan": dict(plan or {})}
 
 
-def fingerprint(source_nb, release_nb) -> str:
-    """Hash of the lesson's notebooks and of the code that grades them (this package and
-    every module of course_lib, whose checks and launchers the test cells call)."""
+def fingerprint(source_nb, blank_nb) -> str:
+    """Hash of the lesson's notebooks (the source and the grader's student version) and of the
+    code that grades them (this package and every module of course_lib, whose checks and
+    launchers the test cells call)."""
     import nbformat
 
     import course_lib.checks.core as core
 
     digest = hashlib.sha256()
     digest.update(nbformat.writes(source_nb).encode())
-    digest.update(nbformat.writes(release_nb).encode())
+    digest.update(nbformat.writes(blank_nb).encode())
     library = Path(core.__file__).resolve().parents[1]    # course_lib: checks, launch, counters
     for path in sorted(Path(__file__).parent.rglob("*.py")) + sorted(library.rglob("*.py")):
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
-def lesson_plan(root: Path, lesson: str, source_nb, release_nb, run_reference) -> dict:
+def lesson_plan(root: Path, lesson: str, source_nb, blank_nb, run_reference) -> dict:
     """{grade_id: "checker"} once the reference solution passes every test cell in the checker
     (``run_reference(facts)`` grades it and returns its Execution); raises ``GradingError``
     naming the cells it misses otherwise."""
     from .nbgrader_course import GradingError
 
     cache = root / "build" / "grading" / lesson / "plan.json"
-    key = fingerprint(source_nb, release_nb)
+    key = fingerprint(source_nb, blank_nb)
     try:
         saved = json.loads(cache.read_text())
         if saved.get("key") == key:
@@ -108,7 +109,8 @@ def lesson_plan(root: Path, lesson: str, source_nb, release_nb, run_reference) -
     return plan
 
 
-def reference_notebook(source_nb, release_nb):
-    """The reference solution as a submission (test cells and metadata as graded)."""
-    nb, _ = restore_test_cells(source_nb, source_nb, release_nb)
+def reference_notebook(source_nb, blank_nb):
+    """The reference solution as a submission (test cells and metadata as graded; ``blank_nb``
+    is the grader's student version)."""
+    nb, _ = restore_test_cells(source_nb, source_nb, blank_nb)
     return nb

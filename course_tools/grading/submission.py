@@ -1,7 +1,9 @@
 """Step 1 of grading, the notebook: read a submitted notebook, refuse what is not one, keep of
 its metadata only what is well formed and used (``sanitise_notebook``: a malformed nbgrader entry
-is dropped with a note for that student, never passed on to the merge), and restore the test
-cells from the source (hidden tests included) and the grade cells' metadata from the release.
+is dropped with a note for that student, never passed on to the merge), refuse another lesson's
+notebook, and restore the test cells from the source (hidden tests included), the solution cells'
+stubs and the grade cells' metadata from the grader's own student version (generated from the
+source under ``build/``, never the ``release/`` copy students work in: ``nbgrader_course.student_version``).
 The folder it came in is taken in by ``intake``.
 """
 from __future__ import annotations
@@ -214,19 +216,19 @@ def read_submission(path: Path):
     return nb, notes
 
 
-def _restored_cell(cell, src, ref, release_by_id: dict, edited: list[str]):
+def _restored_cell(cell, src, ref, blank_by_id: dict, edited: list[str]):
     """The student's grade cell ``cell`` as grading uses it: a locked cell (a test, or the
-    instructor's) or one whose type changed is put back as the release (a solution: its
-    stub) or the source (a test) has it, noting an edit; an open solution cell is kept with
-    the release's metadata. None for a solution the release lacks (never hand a student the
-    reference solution)."""
+    instructor's) or one whose type changed is put back as the student version has it (a
+    solution: its blank stub) or the source (a test), noting an edit; an open solution cell is
+    kept with the student version's metadata. None for a solution the student version lacks
+    (never hand a student the reference solution)."""
     gid = _nb_meta(src)["grade_id"]
     solution = bool(_nb_meta(src).get("solution"))
     locked = is_test_cell(src) or (_nb_meta(src).get("locked") and not solution)
     if locked or cell.cell_type != src.cell_type:
         if cell.source != ref.source and cell.source != src.source or cell.cell_type != src.cell_type:
             edited.append(f"{gid} (edited)")
-        if solution and gid not in release_by_id:
+        if solution and gid not in blank_by_id:
             return None
         cell = copy.deepcopy(ref if solution else src)
         if cell.cell_type == "code":
@@ -235,16 +237,17 @@ def _restored_cell(cell, src, ref, release_by_id: dict, edited: list[str]):
     return cell
 
 
-def _put_back_deleted(kept: list, source_cells: list, release_by_id: dict, seen: set, edited: list[str]) -> None:
-    """Deleted grade cells back, each after the grade cell that precedes it in the source."""
+def _put_back_deleted(kept: list, source_cells: list, blank_by_id: dict, seen: set, edited: list[str]) -> None:
+    """Deleted grade cells back, each after the grade cell that precedes it in the source: a test
+    as the source has it, any other (a solution: its blank stub) as the student version has it."""
     for i, src in enumerate(source_cells):
         gid = _nb_meta(src)["grade_id"]
         if gid in seen:
             continue
-        if not is_test_cell(src) and gid not in release_by_id:
+        if not is_test_cell(src) and gid not in blank_by_id:
             continue  # never hand a student the reference solution
-        cell = copy.deepcopy(release_by_id[gid] if not is_test_cell(src) else src)
-        cell.metadata["nbgrader"] = copy.deepcopy(release_by_id.get(gid, src).metadata.get("nbgrader", _nb_meta(src)))
+        cell = copy.deepcopy(blank_by_id[gid] if not is_test_cell(src) else src)
+        cell.metadata["nbgrader"] = copy.deepcopy(blank_by_id.get(gid, src).metadata.get("nbgrader", _nb_meta(src)))
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         edited.append(f"{gid} (deleted)")
@@ -258,16 +261,17 @@ def _put_back_deleted(kept: list, source_cells: list, release_by_id: dict, seen:
         seen.add(gid)
 
 
-def restore_test_cells(student_nb, source_nb, release_nb):
+def restore_test_cells(student_nb, source_nb, blank_nb):
     """The student's notebook with every test cell exactly as in the source (hidden tests
-    included), every grade cell's metadata from the release and the notebook's metadata the
-    release's; a cell that matches no grade cell of the source keeps no nbgrader metadata.
-    Returns (nb, notes)."""
+    included), every other grade cell that was deleted or locked and edited as in ``blank_nb``
+    (the grader's trusted student version: a solution comes back as its blank stub, never with
+    anyone's code), every grade cell's metadata and the notebook's metadata ``blank_nb``'s; a
+    cell that matches no grade cell of the source keeps no nbgrader metadata. Returns (nb, notes)."""
     source_cells = [c for c in source_nb.cells if _nb_meta(c).get("grade_id")]
     source_by_id = {_nb_meta(c)["grade_id"]: c for c in source_cells}
-    release_by_id = {_nb_meta(c).get("grade_id"): c for c in release_nb.cells if _nb_meta(c).get("grade_id")}
+    blank_by_id = {_nb_meta(c).get("grade_id"): c for c in blank_nb.cells if _nb_meta(c).get("grade_id")}
     nb = copy.deepcopy(student_nb)
-    nb.metadata = copy.deepcopy(release_nb.metadata)
+    nb.metadata = copy.deepcopy(blank_nb.metadata)
     edited, seen, kept = [], set(), []
     for cell in nb.cells:
         gid = _nb_meta(cell).get("grade_id")
@@ -284,10 +288,37 @@ def restore_test_cells(student_nb, source_nb, release_nb):
             continue
         seen.add(gid)
         src = source_by_id[gid]
-        restored = _restored_cell(cell, src, release_by_id.get(gid, src), release_by_id, edited)
+        restored = _restored_cell(cell, src, blank_by_id.get(gid, src), blank_by_id, edited)
         if restored is not None:
             kept.append(restored)
-    _put_back_deleted(kept, source_cells, release_by_id, seen, edited)
+    _put_back_deleted(kept, source_cells, blank_by_id, seen, edited)
     nb.cells = kept
     notes = [f"test cells tampered with and restored: {', '.join(edited)}"] if edited else []
     return nb, notes
+
+
+def lesson_marks(nb) -> set[str]:
+    """What marks a notebook (parsed JSON or nbformat node) as one lesson's: the grade ids of its
+    nbgrader cells and those cells' ids (random per cell, kept by the release and by Jupyter)."""
+    marks = set()
+    for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
+        gid = _nb_meta(cell).get("grade_id")
+        if isinstance(gid, str):
+            marks.add(f"grade:{gid}")
+            if isinstance(cell.get("id"), str):
+                marks.add(f"cell:{cell['id']}")
+    return marks
+
+
+def refuse_other_lesson(nb, lesson: str, marks_by_lesson: dict[str, set[str]]) -> None:
+    """SubmissionProblem when ``nb`` is the notebook of another lesson of the course: its
+    nbgrader cells (grade ids, cell ids) match that lesson's (``marks_by_lesson``, see
+    ``lesson_marks``) better than ``lesson``'s. Lessons share test ids such as ``ex1_visible``,
+    so such a notebook would otherwise be graded as ``lesson``'s with its cells restored."""
+    have = lesson_marks(nb)
+    own = len(have & marks_by_lesson.get(lesson, set()))
+    matched, other = max(((len(have & marks), name) for name, marks in marks_by_lesson.items() if name != lesson),
+                         default=(0, ""))
+    if matched > own:
+        raise SubmissionProblem(f"refused: this is the notebook of lesson {other}, not of {lesson} (its graded "
+                                f"cells are {other}'s): hand in {lesson}'s exercises.ipynb")

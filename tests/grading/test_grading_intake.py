@@ -155,3 +155,29 @@ def test_csv_cells_a_spreadsheet_would_run_are_escaped(text, shown):
     from course_tools.grading.results import csv_cell
 
     assert csv_cell(text) == shown
+
+
+def test_a_stray_file_in_a_class_folder_is_one_refused_entry_and_the_class_is_taken_in(tmp_path):
+    from course_tools.grading.nbgrader_course import CourseDir
+
+    incoming = tmp_path / "incoming"
+    for student in ("bob", "carol"):
+        (incoming / student).mkdir(parents=True)
+        (incoming / student / "exercises.ipynb").write_text("{}")
+    (incoming / "alice.ipynb").write_text("{}")       # a notebook uploaded without its folder
+    (incoming / "exercises.ipynb").write_text("{}")   # whose folder is not known
+    (incoming / "notes.txt").write_text("x")
+    course = CourseDir(tmp_path / "course", tmp_path / "source")
+    refused, _, taken = intake.import_submissions(course, "00_setup", incoming)
+    assert taken == ["bob", "carol"]
+    assert refused == {
+        "alice.ipynb": "refused: alice.ipynb is a notebook at the top of the class folder, not in a student folder: "
+                       "put it in alice/ as alice/exercises.ipynb",
+        "exercises.ipynb": "refused: exercises.ipynb is a notebook at the top of the class folder, not in a student "
+                           "folder: put it in its student's folder, <student>/exercises.ipynb",
+        "notes.txt": "refused: notes.txt is a file at the top of the class folder, not a student's folder"}
+    for one_student in (incoming / "bob", tmp_path / "lone"):   # one student's work is no class
+        (one_student / "data").mkdir(parents=True)
+        (one_student / "exercises.ipynb").write_text("{}")
+        with pytest.raises(SubmissionProblem, match="holds exercises.ipynb itself, as one student's folder does"):
+            intake.import_submissions(course, "00_setup", one_student)

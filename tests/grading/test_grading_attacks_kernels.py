@@ -12,12 +12,23 @@ by the real ``grade_lesson``, one batch per lesson.
    9/19). ``access_counts`` now counts every atomic as one atomic and as the read and the write
    it makes.
 
+Issue 35 added lesson 03's transposes to the input-overwriting kernels (every one of its eight
+kernel exercises now scores 0; the attack's one point is ``blocks_needed``'s, the one exercise
+that is plain Python, written honestly) and a naive transpose diluted with one lane's cheap
+rewrites (item 5), which must lose the cells that judge sectors per warp access.
+
 Per lesson the class is: the reference (full marks), the blank release (0), the input-overwriting
-kernels (only the non-kernel exercises' points), and naive kernels reading through atomics (every
-correctness cell, no budget cell of those exercises: what plain naive reads earn). A few cheap
-unit tests of ``launch_checked`` come first. Skipped (the graded part) where bubblewrap cannot run.
+kernels (only the non-kernel exercises' points), naive kernels reading through atomics (every
+correctness cell, no budget cell of those exercises: what plain naive reads earn) and, in lesson
+03, the diluted transposes. A few cheap unit tests of ``launch_checked`` come first, and one of a
+checker that dies (its signal reported, not a time-out). Skipped (the graded part) where
+bubblewrap cannot run.
 """
 import copy
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import nbformat
 import numpy as np
@@ -28,7 +39,9 @@ from course_lib import hardware
 from course_lib.checks.core import CheckFailed
 from course_lib.checks.kernel_launch import launch_checked
 from course_tools.grading import sandbox
+from course_tools.grading.execute import execute_submission
 from course_tools.grading.grade import grade_lesson
+from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import NOTEBOOKS
 
@@ -72,11 +85,60 @@ def test_launch_checked_returns_the_output_and_counts_atomics_as_reads_and_write
     np.testing.assert_array_equal(launch_checked(_axpy_through_atomics, 1, 64, (2.0, x, y, np.zeros(40))), 2 * x + y)
 
 
+def test_a_checker_that_dies_says_so_with_its_signal():
+    """Issue 35, item 7: a checker that crashes while judging a cell (a Triton kernel once did it
+    through an address that wrapped past 2**64; here a test cell reads address 0) fails that cell
+    saying the checker stopped and with which signal, in the cell and in the student's reasons,
+    never "did not finish in time"; a fresh checker judges the cells after it."""
+    def test_cell(gid: str, code: str):
+        return nbformat.v4.new_code_cell(code, metadata={"nbgrader": {"grade_id": gid, "grade": True, "solution": False,
+                                                                      "locked": True, "points": 1}})
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), test_cell("crash", "import ctypes\nctypes.string_at(0)"),
+                test_cell("after", "assert sum([1, 2]) == 3")]
+    sandboxed = bool(sandbox.bubblewrap())
+    scratch = Path(tempfile.mkdtemp(prefix="course-die-"))   # short: the kernel's sockets live under it
+    try:
+        folder = scratch / "submission"
+        folder.mkdir()
+        uid = sandbox.sandbox_uid(0) if sandboxed else None
+        if uid is not None:   # the student's folder belongs to the sandbox user, as course grade gives it
+            os.chown(folder, uid, uid)
+        ex = execute_submission(nb, folder, LIMITS, lesson_facts(nb), slot=0, sandbox=sandboxed, scratch=scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    crash = ex.verdicts["crash"]
+    assert not crash.passed and ex.verdicts["after"].passed, ex.verdicts
+    assert [(o["ename"], o["evalue"]) for o in crash.outputs if o["output_type"] == "error"] == [
+        ("CheckerStopped", "the checker stopped (segmentation fault (SIGSEGV)) while judging this cell")]
+    assert ex.notes == ["the checker stopped (segmentation fault (SIGSEGV)) while judging cell 2 (test crash); "
+                        "a fresh checker judged the cells after it"], ex.notes
+
+
 # ------------------------------------------------------------------ the class, graded for real
 def _zeroing(signature: str, body: str) -> str:
     return f"@cuda.jit\ndef {signature}:\n" + "".join(f"    {line}\n" for line in body.splitlines())
 
 
+ZERO_A = "col, row = cuda.grid(2)\nif row < a.shape[0] and col < a.shape[1]:\n    a[row, col] = 0.0"
+TRANSPOSES = {"ex7_naive": "transpose_naive_kernel", "ex7_tiled": "transpose_tiled_kernel",
+              "ex8_padded": "transpose_padded_kernel"}
+# the naive transpose (writes down a column of out: 32 sectors per warp access where 4 would do)
+# with one lane rewriting its element ~30 times per warp of the launch, each rewrite 1 sector where
+# 1 would do: summed over the site that hid the column writes (ideal + 1 per access), 6/6 on these
+# cells where the kernel without the loop scores 3/6 (issue 35, item 5)
+DILUTE = ("    reps = 1\n    if row == 0 and col == 0:\n        reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n"
+          "    for r in range(reps):\n")
+DILUTED = {
+    "ex7_tiled": _zeroing("transpose_tiled_kernel(a, out)", "col, row = cuda.grid(2)\n"
+                          "if row < a.shape[0] and col < a.shape[1]:\n" + DILUTE + "        out[col, row] = a[row, col]"),
+    "ex8_padded": _zeroing("transpose_padded_kernel(a, out)",   # the tile without conflicts, the write naive
+                           "tile = cuda.shared.array((TILE, PADDED), float32)\ntx = cuda.threadIdx.x\n"
+                           "ty = cuda.threadIdx.y\ncol, row = cuda.grid(2)\nif row < a.shape[0] and col < a.shape[1]:\n"
+                           "    tile[ty, tx] = a[row, col]\ncuda.syncthreads()\n"
+                           "if row < a.shape[0] and col < a.shape[1]:\n" + DILUTE + "        out[col, row] = tile[ty, tx]"),
+}
 BLOCKS_NEEDED = "def blocks_needed(n, threads_per_block):\n    return (n + threads_per_block - 1) // threads_per_block\n\n\n"
 ATTACKS = {
     "03_simt_programming_model": {
@@ -93,9 +155,11 @@ ATTACKS = {
             "ex5_rowsum": _zeroing("row_sums_kernel(a, out)", "for col in range(cuda.threadIdx.x, a.shape[1], R):\n"
                                    "    a[cuda.blockIdx.x, col] = 0.0"),
             "ex6_scan": _zeroing("block_scan_kernel(x, out)", "i = cuda.grid(1)\nif i < x.size:\n    x[i] = 0.0"),
+            **{gid: _zeroing(f"{name}(a, out)", ZERO_A) for gid, name in TRANSPOSES.items()},
         },
-        "overwrite_keeps": {"ex1_blocks": 1, "ex7_naive_test": None, "ex7_tiled_test": None, "ex7_sectors": None,
-                            "ex8_test": None, "ex8_conflicts": None},
+        # blocks_needed, the one exercise that is not a kernel (plain Python, run in the student's
+        # kernel): its point is the attack notebook's honest function's (issue 35, item 9)
+        "overwrite_keeps": {"ex1_blocks": 1},
         # naive kernels (right values) whose global reads are atomics adding 0
         "atomic": {
             "ex2_pool": _zeroing("pool3_kernel(x, out)",
@@ -116,6 +180,8 @@ ATTACKS = {
         # ex3_hidden too: its hidden test counts the global writes of a 9 x 10 product (90), and
         # every atomic add of 0 into a and b is a write
         "atomic_loses": ["ex2_budget", "ex3_budget", "ex3_hidden", "ex5_budget"],
+        "diluted": DILUTED,
+        "diluted_loses": ["ex7_sectors", "ex8_test"],   # the cells that judge sectors per warp access
         "message": "axpy_kernel changed its input `y` (argument 3)",
     },
     "04_cupy_and_numba": {
@@ -178,8 +244,11 @@ def _submissions(lesson: str, blank) -> dict:
         return nb
 
     attacks = ATTACKS[lesson]
-    return {"honest": honest, "blank": blank, "overwrite": edited(attacks["overwrite"]),
-            "atomic": edited(attacks["atomic"])}
+    students = {"honest": honest, "blank": blank, "overwrite": edited(attacks["overwrite"]),
+                "atomic": edited(attacks["atomic"])}
+    if "diluted" in attacks:
+        students["diluted"] = edited(attacks["diluted"])
+    return students
 
 
 @pytest.fixture(scope="module", params=list(ATTACKS))
@@ -218,6 +287,22 @@ def test_kernels_that_overwrite_their_inputs_earn_only_the_other_exercises(grade
     assert o.score == sum(honest[g] for g in keeps), (o.score, o.cells)
     assert graded["message"] in graded["pages"]["overwrite"]
     assert "expected the inputs left as they were" in graded["pages"]["overwrite"]
+
+
+@pytest.mark.timeout(900)
+def test_a_diluted_uncoalesced_transpose_loses_the_sector_cells(graded):
+    """Issue 35, item 5: the naive transpose padded with one lane's thousands of 1-sector rewrites
+    (as the tiled kernel, and as the padded one behind a conflict-free tile) keeps only what the
+    naive kernel earns: its values and the tile's bank conflicts, not the sector cells."""
+    if "diluted" not in graded:
+        pytest.skip(f"{graded['lesson']} grades no sectors per warp access")
+    o = graded["by"]["diluted"]
+    honest = graded["by"]["honest"].cells
+    lost = graded["diluted_loses"]
+    assert o.cells == {g: 0 if g in lost else p for g, p in honest.items()}, o.cells
+    assert [o.cells[g] for g in ("ex7_tiled_test", "ex8_conflicts")] == [1, 2], o.cells
+    assert "got 32 at line" in graded["pages"]["diluted"] and "threads of a warp step along a column" in \
+        graded["pages"]["diluted"]
 
 
 @pytest.mark.timeout(900)

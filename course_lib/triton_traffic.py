@@ -6,12 +6,22 @@ one after another on the CPU, each ``tl.*`` operation on NumPy arrays. :func:`pr
 which, before any kernel is decorated, and says why; :func:`triton_mode` reports it.
 
 In the interpreter every ``tl.load`` and ``tl.store`` reaches two methods of its builder with the
-whole block of addresses and the mask. :func:`launch` wraps them for one launch: it counts the
+whole block of addresses and the mask. :func:`count` wraps them for one launch: it counts the
 bytes each program loads and stores (only the lanes whose mask is true: a masked-off lane moves
 nothing) and refuses any address outside the tensors the kernel was given
 (:class:`OutOfBounds`), as a GPU would not. That is the memory-traffic budget of the exercises
 (:class:`Traffic`), the same idea as lesson 03's access counts: deterministic, the same on
 every machine. Units: bytes; a "program" is one instance of the grid.
+
+No other route reaches memory in a counted launch: the kernel gets guarded *copies* of the
+tensors (the caller's are never handed to it); a tensor may go only to a plain parameter,
+which the interpreter turns into a pointer (a parameter annotated ``tl.constexpr``, or with any
+annotation or default, would receive the torch tensor itself: :class:`TensorParameter`);
+atomics are refused; after the launch every input must equal what the caller passed
+(:class:`InputWritten`) and only the outputs are copied back. Every tensor the kernel makes
+(``tl.arange``, ``tl.zeros``, a broadcast, a load, a ``tl.dot`` ...) holds at most
+``block_limit`` elements (:data:`MAX_BLOCK` unless an exercise bounds its tiles tighter;
+:class:`BlockTooLarge`).
 
 Triton publishes Linux wheels only (x86-64 and aarch64): on macOS and Windows ``import triton``
 fails, :func:`triton_mode` says so, and the lesson shows its kernels without running them.
@@ -21,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import math
 import os
 import platform
 from contextlib import contextmanager
@@ -28,7 +39,7 @@ from contextlib import contextmanager
 from .triton_interpreter import interpreted, jit_calls_interpreted, language_restored, unwrap
 
 MAX_PROGRAMS = 4096          # programs one counted launch may have (the interpreter runs them one by one)
-MAX_BLOCK = 1 << 16          # elements one tl.arange may have in a counted launch
+MAX_BLOCK = 1 << 16          # elements one tensor of a kernel (a block, a tile) may have in a counted launch
 GUARD_BYTES = 4096           # unused bytes on either side of each tensor in a counted launch
 
 _MODE: tuple[str, str] | None = None
@@ -91,7 +102,17 @@ class OutOfBounds(IndexError):
 
 
 class InputWritten(RuntimeError):
-    """A store into a tensor the launch names as an input (not one of its ``outputs``)."""
+    """A store into a tensor the launch names as an input (not one of its ``outputs``), or an
+    input that differs after the launch from what the caller passed."""
+
+
+class TensorParameter(TypeError):
+    """A tensor passed to a kernel parameter with an annotation (``tl.constexpr``) or a default
+    value: the interpreter would hand the kernel the torch tensor itself, not a pointer."""
+
+
+class BlockTooLarge(ValueError):
+    """A tensor made by the kernel with more elements than the launch's ``block_limit``."""
 
 
 @dataclasses.dataclass
@@ -202,54 +223,130 @@ class _Counter:
                               f"it was given (the first at address {bad:#x}, {where}); mask the lanes past the end")
 
 
+_MADE_BY = {"create_make_range": "tl.arange", "create_splat": "tl.full/tl.zeros (or a number spread over a block)",
+            "create_broadcast": "broadcasting", "create_reshape": "tl.reshape", "create_dot": "tl.dot",
+            "create_masked_load": "tl.load", "create_join": "tl.join", "create_cat": "tl.cat"}
+_UNCOUNTED = {"create_atomic_cas": "tl.atomic_cas", "create_atomic_rmw": "tl.atomic_*"}   # memory the counter misses
+
+
+def _planned_elements(op: str, args) -> int | None:
+    """Elements of the tensor the builder's ``op`` is about to allocate, where that is known
+    before it is made (``tl.arange``, ``tl.full``/``tl.zeros``, ``tl.dot``); else None."""
+    if op == "create_make_range":
+        return int(args[2]) - int(args[1])
+    if op == "create_splat":
+        return math.prod(int(n) for n in args[0].shape)
+    if op == "create_dot":
+        a, b = args[0].data.shape, args[1].data.shape
+        return math.prod(a[:-1]) * (b[-1] if b else 1)
+    return None
+
+
+def _bounded(builder, op: str, method, limit: int):
+    """The builder's ``op`` (``method``) refusing to make a tensor of over ``limit`` elements."""
+    def too_large(elements: int, shape) -> BlockTooLarge:
+        made = _MADE_BY.get(op, op.removeprefix("create_"))
+        return BlockTooLarge(f"program {tuple(builder.grid_idx)}: {made} makes a tensor of {elements} elements"
+                             + (f" (shape {tuple(shape)})" if shape is not None else "")
+                             + f"; a graded block has at most {limit} elements in this launch (a tile of the "
+                               "exercise's block sizes, as its spec says)")
+
+    def call(*args, **kwargs):
+        planned = _planned_elements(op, args)
+        if planned is not None and planned > limit:
+            raise too_large(planned, None)
+        out = method(*args, **kwargs)
+        data = getattr(out, "data", None)
+        if getattr(data, "size", 0) > limit:
+            raise too_large(data.size, data.shape)
+        return out
+    return call
+
+
+def _refused(builder, op: str):
+    def call(*args, **kwargs):
+        raise RuntimeError(f"program {tuple(builder.grid_idx)}: {_UNCOUNTED[op]} reaches memory that a graded "
+                           "launch cannot count: use tl.load and tl.store")
+    return call
+
+
 @contextmanager
-def _counting(counter: _Counter):
-    """Wrap the interpreter builder's load, store and arange for one launch."""
+def _counting(counter: _Counter, limit: int = MAX_BLOCK):
+    """For one launch, wrap every ``create_*`` method of the interpreter's builder: loads and
+    stores counted (``counter``), atomics refused, every tensor made bounded by ``limit``
+    elements."""
     from triton.runtime import interpreter as ti
 
     builder = ti.interpreter_builder
-    saved = {k: builder.__dict__[k] for k in ("create_masked_load", "create_masked_store", "create_make_range")
-             if k in builder.__dict__}
-    load, store, make_range = builder.create_masked_load, builder.create_masked_store, builder.create_make_range
+    ops = [n for n in dir(type(builder)) if n.startswith("create_")]
+    saved = {k: builder.__dict__[k] for k in ops if k in builder.__dict__}
+    for op in ops:
+        method = _refused(builder, op) if op in _UNCOUNTED else _bounded(builder, op, getattr(builder, op), limit)
+        setattr(builder, op, method)
+    load, store = builder.create_masked_load, builder.create_masked_store
 
-    def counted_load(ptrs, mask, other, *rest):
+    def counted_load(ptrs, mask, *rest, **kwargs):
         counter.account("load", ptrs, mask, tuple(builder.grid_idx))
-        return load(ptrs, mask, other, *rest)
+        return load(ptrs, mask, *rest, **kwargs)
 
-    def counted_store(ptrs, value, mask, *rest):
+    def counted_store(ptrs, value, mask, *rest, **kwargs):
         counter.account("store", ptrs, mask, tuple(builder.grid_idx))
-        return store(ptrs, value, mask, *rest)
-
-    def bounded_range(ret_ty, start, stop):
-        if stop - start > MAX_BLOCK:
-            raise ValueError(f"tl.arange({start}, {stop}) has {stop - start} elements; a graded block has at most "
-                             f"{MAX_BLOCK}")
-        return make_range(ret_ty, start, stop)
+        return store(ptrs, value, mask, *rest, **kwargs)
 
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
-    builder.create_make_range = bounded_range
     try:
         with language_restored(), jit_calls_interpreted():
             yield
     finally:
-        for k in ("create_masked_load", "create_masked_store", "create_make_range"):
+        for k in ops:
             builder.__dict__.pop(k, None)
         builder.__dict__.update(saved)
 
 
 def _guarded(value):
-    """A copy of a contiguous tensor with :data:`GUARD_BYTES` of unused memory on either side,
-    so that an access just past its end (or before its start) lands outside every argument
-    rather than in a neighbouring tensor; other values unchanged."""
-    if not (hasattr(value, "is_contiguous") and hasattr(value, "element_size")) or not value.is_contiguous():
+    """A copy of a tensor (its strides kept) with :data:`GUARD_BYTES` of unused memory on either
+    side, so that an access just past its end (or before its start) lands outside every
+    argument rather than in a neighbouring tensor; other values unchanged."""
+    if not (hasattr(value, "data_ptr") and hasattr(value, "element_size")):
         return value
     import torch
 
     pad = -(-GUARD_BYTES // value.element_size())
-    buf = torch.empty(value.numel() + 2 * pad, dtype=value.dtype, device=value.device)
-    view = buf[pad:pad + value.numel()].view(value.shape)
-    view.copy_(value)
-    return view
+    span = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
+    buf = torch.empty(span + 2 * pad, dtype=value.dtype, device=value.device)
+    buf[pad:pad + span].copy_(value.as_strided((span,), (1,)))   # every element the strides reach
+    return buf.as_strided(value.shape, value.stride(), pad)
+
+
+def _holds_tensor(value) -> bool:
+    return hasattr(value, "data_ptr") or isinstance(value, (tuple, list)) and any(_holds_tensor(v) for v in value)
+
+
+def _annotation(annotation) -> str:
+    if isinstance(annotation, str):
+        return annotation[:40]
+    name = getattr(annotation, "__name__", None)
+    return "tl.constexpr" if name == "constexpr" else (name or repr(annotation))[:40]
+
+
+def refuse_tensor_constants(kernel, args, meta) -> None:
+    """Raise :class:`TensorParameter` when a tensor in ``args`` (positional) or ``meta``
+    (keywords) goes to a parameter of ``kernel`` that has an annotation or a default value."""
+    fn = getattr(kernel, "fn", kernel)
+    params = list(inspect.signature(fn).parameters.values())
+    given = [*zip(params, args), *((p, meta[p.name]) for p in params if p.name in meta)]
+    for param, value in given:
+        if not _holds_tensor(value):
+            continue
+        if param.annotation is not param.empty:
+            what = f"is annotated `{_annotation(param.annotation)}`"
+        elif param.default is not param.empty:
+            what = "has a default value"
+        else:
+            continue
+        raise TensorParameter(f"{getattr(fn, '__name__', 'the kernel')}'s parameter `{param.name}` receives a tensor "
+                              f"but {what}: a tensor parameter is a plain name, which the kernel gets as a pointer "
+                              "(only numbers and flags may be tl.constexpr)")
 
 
 def _grid(grid) -> tuple:
@@ -271,27 +368,51 @@ def _writable(names: list[str], outputs) -> set[str] | None:
     return {names[i] for i in outputs if 0 <= i < len(names)}
 
 
-def count(kernel, grid, *args, outputs=None, **meta) -> Traffic:
+def _changed(before, after) -> int:
+    """Elements of ``after`` that differ from ``before`` (NaN where NaN was counts as unchanged)."""
+    return int(((after != before) & ~(after.isnan() & before.isnan())).sum().item())
+
+
+def _hand_back(names: list[str], args, copies, outputs) -> None:
+    """After a launch on ``copies`` of ``args``: every input (an argument not in ``outputs``)
+    must equal the caller's tensor, else :class:`InputWritten`; then only the outputs are
+    copied into the caller's tensors (all of them when ``outputs`` is None)."""
+    pairs = [(i, a, c) for i, (a, c) in enumerate(zip(args, copies)) if c is not a and hasattr(a, "copy_")]
+    for i, a, c in pairs:
+        changed = 0 if outputs is None or i in outputs else _changed(a, c.to(a.device))
+        if changed:
+            raise InputWritten(f"the kernel changed its input `{names[i] if i < len(names) else i}`: expected it "
+                               f"unchanged, got {changed} of {a.numel()} element(s) changed")
+    for i, a, c in pairs:
+        if outputs is None or i in outputs:
+            a.copy_(c)
+
+
+def count(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> Traffic:
     """Run ``kernel[grid](*args, **meta)`` in the interpreter on CPU tensors, bounds-checked,
     and return the :class:`Traffic` it caused (bytes per tensor and per program).
 
-    ``outputs``: the positions of the arguments the kernel may store into (e.g. ``(2,)`` for
-    ``add(x, y, out, ...)``); a store into any other tensor raises :class:`InputWritten` before
-    it happens, so inputs come back unchanged. ``None`` (the default) allows stores anywhere."""
+    The kernel runs on guarded copies of the tensors. ``outputs``: the positions of the
+    arguments the kernel may store into (e.g. ``(2,)`` for ``add(x, y, out, ...)``); a store into
+    any other tensor raises :class:`InputWritten` before it happens, every other tensor is
+    compared with the caller's after the launch, and only the outputs are copied back. ``None``
+    (the default) allows stores anywhere and copies every tensor back. ``block_limit``: the
+    most elements one tensor the kernel makes may have (:data:`MAX_BLOCK` at most, the default;
+    :class:`BlockTooLarge`). A tensor given to a parameter with an annotation or a default
+    raises :class:`TensorParameter`."""
     grid = _grid(grid)
-    programs = 1
-    for g in grid:
-        programs *= g
+    programs = math.prod(grid)
     if programs > MAX_PROGRAMS:
         raise ValueError(f"a grid of {programs} programs; a counted launch may have {MAX_PROGRAMS}")
     names = _arg_names(kernel)
+    refuse_tensor_constants(kernel, args, meta)
     for name, value in zip(names, args):
         if hasattr(value, "device") and getattr(value.device, "type", "cpu") != "cpu":
             raise ValueError(f"count() runs in the interpreter: pass CPU tensors (`{name}` is on {value.device})")
     guarded = [_guarded(a) for a in args]
     counter = _Counter(_regions(names, guarded), _writable(names, outputs))
     runner = interpreted(kernel)
-    with _counting(counter):
+    with _counting(counter, min(MAX_BLOCK, block_limit or MAX_BLOCK)):
         try:
             runner[grid](*guarded, **meta)
         except Exception as exc:  # noqa: BLE001 - the kernel's own error, not the interpreter's wrapper
@@ -299,17 +420,16 @@ def count(kernel, grid, *args, outputs=None, **meta) -> Traffic:
             if inner is exc:
                 raise
             raise inner from None
-    for a, g in zip(args, guarded):
-        if g is not a:
-            a.copy_(g)
+    _hand_back(names, args, guarded, outputs)
     return Traffic({k: v for k, v in counter.loaded.items()}, {k: v for k, v in counter.stored.items()},
                    counter.per_program, programs)
 
 
-def launch(kernel, grid, *args, outputs=None, **meta) -> None:
+def launch(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> None:
     """Run ``kernel[grid](*args, **meta)`` where this machine runs Triton: compiled on a GPU
-    (CPU tensors are copied there and the results copied back), else in the interpreter,
-    bounds-checked as :func:`count` does. Tensors are changed in place, as by a launch.
+    (CPU tensors are copied there and the outputs copied back), else in the interpreter,
+    bounds-checked as :func:`count` does (``block_limit`` applies there only: a compiled
+    kernel's tensors cannot be watched). Outputs are changed in place, as by a launch.
 
     ``outputs``: positions of the arguments the kernel may write (see :func:`count`); on a GPU,
     where stores cannot be intercepted, the other tensors are compared with copies taken before
@@ -319,28 +439,18 @@ def launch(kernel, grid, *args, outputs=None, **meta) -> None:
         raise RuntimeError(why)
     import torch
 
+    refuse_tensor_constants(kernel, args, meta)
     if mode == "interpreter" or type(kernel).__name__ == "InterpretedFunction":   # always bounds-checked
         cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
-        count(kernel, grid, *cpu, outputs=outputs, **meta)
-        for a, c in zip(args, cpu):
-            if isinstance(a, torch.Tensor) and c is not a:
-                a.copy_(c)
+        count(kernel, grid, *cpu, outputs=outputs, block_limit=block_limit, **meta)
+        _hand_back(_arg_names(kernel), args, cpu, outputs)
         return
-
     moved = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in args]
-    inputs = {i: m.clone() for i, m in enumerate(moved)
-              if isinstance(m, torch.Tensor) and outputs is not None and i not in outputs}
+    if any(m is a for m, a in zip(moved, args) if isinstance(a, torch.Tensor)):   # already there: the caller's own
+        moved = [m.clone() if isinstance(m, torch.Tensor) else m for m in moved]
     kernel[_grid(grid)](*moved, **meta)
     torch.cuda.synchronize()
-    names = _arg_names(kernel)
-    for i, before in inputs.items():
-        changed = int((moved[i] != before).sum().item() - (moved[i].isnan() & before.isnan()).sum().item())
-        if changed:
-            raise InputWritten(f"the kernel changed its input `{names[i] if i < len(names) else i}`: expected it "
-                               f"unchanged, got {changed} of {before.numel()} element(s) changed")
-    for a, m in zip(args, moved):
-        if isinstance(a, torch.Tensor) and m is not a:
-            a.copy_(m.cpu())
+    _hand_back(_arg_names(kernel), args, moved, outputs)
 
 
 def lecture_kernel_source(name: str, module: str = "triton_kernels") -> str:

@@ -13,6 +13,7 @@ submission keeps full marks and every test cell is judged by the checker.
 """
 import base64
 import copy
+import html
 import json
 import linecache
 import re
@@ -221,6 +222,46 @@ def _fake(kernel, grid, *args, **meta):
 _tt.count = _fake
 count = _fake
 """
+
+def _edited(source: str, *edits: tuple[str, str]) -> str:
+    """``source`` with each ``(old, new)`` made, each ``old`` occurring exactly once."""
+    for old, new in edits:
+        assert source.count(old) == 1, (old, source)
+        source = source.replace(old, new)
+    return source
+
+
+# Issue 35: a tensor parameter annotated tl.constexpr receives the torch tensor itself. Each kernel
+# zeroes its inputs through it (the test's expected value, computed from them afterwards, is then
+# what the kernel stores) and loads its output, still zeros, for the bytes the budget asks; the
+# matmul is computed by torch, 0 bytes counted. 13 of 14 points before the fix.
+CONSTEXPR_ADD = _edited(
+    SOLUTIONS["ex1_add"],
+    ("def add_kernel(x_ptr, y_ptr,", "def add_kernel(x_ptr: tl.constexpr, y_ptr: tl.constexpr,"),
+    ("    offs = ", "    x_ptr *= 0.0\n    y_ptr *= 0.0\n    offs = "),
+    ("tl.load(x_ptr + offs", "tl.load(out_ptr + offs"), ("tl.load(y_ptr + offs", "tl.load(out_ptr + offs"))
+CONSTEXPR_SOFTMAX = _edited(
+    SOLUTIONS["ex2_softmax"],
+    ("def softmax_kernel(x_ptr,", "def softmax_kernel(x_ptr: tl.constexpr,"),
+    ("    row = ", "    x_ptr *= 0.0\n    row = "), ("tl.load(x_ptr + row", "tl.load(out_ptr + row"))
+CONSTEXPR_GELU = _edited(
+    SOLUTIONS["ex3_gelu"],
+    ("def bias_gelu_kernel(x_ptr, b_ptr,", "def bias_gelu_kernel(x_ptr: tl.constexpr, b_ptr: tl.constexpr,"),
+    ("    rows = ", "    x_ptr *= 0.0\n    b_ptr *= 0.0\n    rows = "),
+    ("tl.load(x_ptr + offs", "tl.load(out_ptr + offs"), ("tl.load(b_ptr + cols", "tl.load(out_ptr + cols"))
+CONSTEXPR_MATMUL = """@triton.jit
+def matmul_kernel(a_ptr: tl.constexpr, b_ptr: tl.constexpr, c_ptr: tl.constexpr, M, N, K, stride_am, stride_ak,
+                  stride_bk, stride_bn, stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_K: tl.constexpr):
+    if tl.program_id(0) + tl.program_id(1) == 0:
+        c_ptr += a_ptr.to(c_ptr.dtype) @ b_ptr.to(c_ptr.dtype)
+"""
+# Issue 35, item 7: a load at the address 2**64 - 4, reached by pointer arithmetic from the
+# address `.to(tl.int64)` gives: `addr + 4` wrapped to 0 and the bounds check let it through, and
+# the checker died (SIGSEGV) on the load; the feedback said "the test did not finish in time"
+WRAPS_ADD = SOLUTIONS["ex1_add"].replace(
+    "    y = tl.load(y_ptr + offs, mask=mask)\n",
+    "    y = tl.load(y_ptr + (0 - 4 - y_ptr.to(tl.int64)) // 4)   # the address 2**64 - 4\n")
 LIMITS = Limits(memory_bytes=2**31, cpu_seconds=300, processes=256, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
                 cell_seconds=20, notebook_seconds=400)
 
@@ -246,7 +287,10 @@ def _submissions(blank) -> dict:
             "a_refused": edited({"ex1_add": ATTACK_IMPORT, "ex2_softmax": TWICE, "ex3_gelu": ATTACK_REBIND,
                                  "ex4_matmul": ATTACK_HUGE}, PATCH_COUNT),
             "forever": edited({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN}),
-            "overwrites": edited({"ex1_add": OVERWRITE_ADD, "ex2_softmax": OVERWRITE_SOFTMAX})}
+            "wraps": edited({"ex1_add": WRAPS_ADD}),
+            "overwrites": edited({"ex1_add": OVERWRITE_ADD, "ex2_softmax": OVERWRITE_SOFTMAX}),
+            "constexpr": edited({"ex1_add": CONSTEXPR_ADD, "ex2_softmax": CONSTEXPR_SOFTMAX, "ex3_gelu": CONSTEXPR_GELU,
+                                 "ex4_matmul": CONSTEXPR_MATMUL})}
 
 
 @pytest.fixture(scope="module")
@@ -289,6 +333,31 @@ def test_kernels_that_write_over_their_inputs_earn_nothing(graded):
     assert all(v > 0 for g, v in o.cells.items() if g.startswith(("ex3", "ex4"))), o.cells
     page = graded["pages"]["overwrites"]
     assert "a tl.store into `x_ptr`, an input: expected stores only into `out_ptr`" in page
+
+
+@pytest.mark.timeout(900)
+def test_tensors_for_constexpr_parameters_earn_nothing(graded):
+    """Issue 35: kernels whose tensor parameters are annotated tl.constexpr got the checker's
+    own torch tensors: they zeroed the test's inputs (and stored zeros) or computed the matmul
+    with torch, 0 bytes counted, for 13 of 14 points; such a launch is now refused."""
+    o = graded["by"]["constexpr"]
+    assert o.score == 0, (o.score, o.reason, o.cells)
+    page = html.unescape(graded["pages"]["constexpr"])
+    for kernel, param in (("add_kernel", "x_ptr"), ("softmax_kernel", "x_ptr"), ("bias_gelu_kernel", "x_ptr"),
+                          ("matmul_kernel", "a_ptr")):
+        assert f"{kernel}'s parameter `{param}` receives a tensor but is annotated `tl.constexpr`" in page, kernel
+
+
+@pytest.mark.timeout(900)
+def test_an_address_that_wraps_past_2_to_the_64_is_out_of_bounds(graded):
+    """The bounds check compares addresses without adding to them: the load at 2**64 - 4 is
+    outside every tensor, said so in the feedback; the checker lives on (no crash, no time-out)."""
+    o = graded["by"]["wraps"]
+    honest = graded["by"]["honest"].cells
+    assert o.cells == {g: 0 if g.startswith("ex1_") else p for g, p in honest.items()}, (o.reason, o.cells)
+    page = graded["pages"]["wraps"]
+    assert "outside the tensors it was given (the first at address 0xfffffffffffffffc, element -" in page
+    assert "did not finish in time" not in page and "checker stopped" not in page + o.reason
 
 
 @pytest.mark.timeout(900)

@@ -1,7 +1,9 @@
 """course_lib.triton_traffic and course_lib.triton_kernels (lesson 14): the mode is announced,
 bytes are counted per tensor and per program with masks honoured, addresses outside the
 kernel's tensors are refused (also just past the end, thanks to the guard bytes), grids and
-blocks are bounded, and the lecture's kernels compute what their docstrings say."""
+every tensor a kernel makes are bounded, no route reaches memory uncounted (a tensor for a
+tl.constexpr parameter and atomics are refused, inputs are compared after the launch), and the
+lecture's kernels compute what their docstrings say."""
 import os
 
 import numpy as np
@@ -87,6 +89,84 @@ def test_a_store_into_an_input_is_refused_before_it_lands():
         assert torch.equal(x, before)
     triton_traffic.count(zero_the_input, (2,), x, out, 100, BLOCK=64)   # no outputs named: stores anywhere
     assert not x.any()
+
+
+@triton.jit
+def zero_through_a_constant(x_ptr: tl.constexpr, out_ptr, n, BLOCK: tl.constexpr):
+    x_ptr *= 0.0     # x_ptr is the torch tensor itself here, not a pointer
+
+
+@triton.jit
+def zero_through_a_default(x_ptr=None, out_ptr=None, n=0, BLOCK: tl.constexpr = 1):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_a_tensor_for_a_constexpr_or_defaulted_parameter_is_refused():
+    """Issue 35: the interpreter hands a tl.constexpr parameter the torch tensor itself, so a
+    kernel could change its inputs (or compute with torch) and no byte would be counted."""
+    x, out = torch.randn(10), torch.zeros(10)
+    before = x.clone()
+    for run in (triton_traffic.count, triton_traffic.launch):
+        with pytest.raises(triton_traffic.TensorParameter, match="zero_through_a_constant's parameter `x_ptr` "
+                                                                  "receives a tensor but is annotated `tl.constexpr`"):
+            run(zero_through_a_constant, (1,), x, out, 10, BLOCK=16, outputs=(1,))
+    with pytest.raises(triton_traffic.TensorParameter, match="`x_ptr` receives a tensor but has a default value"):
+        triton_traffic.count(zero_through_a_default, (1,), x, out, 10, BLOCK=16)
+    assert torch.equal(x, before) and not out.any()
+
+
+def test_an_input_changed_by_any_route_fails_the_launch_and_only_outputs_come_back(monkeypatch):
+    """The comparison after every counted launch, as launch_checked does for CUDA kernels:
+    with the refusal above switched off, the input the kernel zeroed through the torch tensor
+    is caught, and the caller's tensors are untouched (the kernel only had copies)."""
+    monkeypatch.setattr(triton_traffic, "refuse_tensor_constants", lambda *a: None)
+    x, out = torch.randn(10), torch.zeros(10)
+    before = x.clone()
+    with pytest.raises(triton_traffic.InputWritten, match="changed its input `x_ptr`: expected it unchanged, "
+                                                          "got 10 of 10 element"):
+        triton_traffic.count(zero_through_a_constant, (1,), x, out, 10, BLOCK=16, outputs=(1,))
+    assert torch.equal(x, before)
+    strided = torch.randn(4, 8).t()                 # not contiguous: copied as well, strides kept
+    plain = strided.clone()
+    triton_traffic.count(copy_kernel, (1,), strided, torch.zeros(32), 32, BLOCK=32, outputs=(1,))
+    assert torch.equal(strided, plain)
+
+
+@triton.jit
+def wide_tile(x_ptr, out_ptr, n, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tile = tl.load(x_ptr + offs[:, None] * 0 + tl.arange(0, WIDE)[None, :])   # BLOCK x WIDE: a broadcast
+    tl.store(out_ptr + offs, tl.sum(tile, axis=1))
+
+
+@triton.jit
+def big_zeros(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    tl.store(out_ptr + tl.arange(0, BLOCK), tl.sum(acc, axis=1))
+
+
+@triton.jit
+def atomic_sum(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offs * 0, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def test_every_tensor_a_kernel_makes_is_bounded_and_atomics_are_refused():
+    x, out = torch.randn(64), torch.zeros(16)
+    triton_traffic.count(wide_tile, (1,), x, out, 64, BLOCK=16, WIDE=16, block_limit=256)
+    with pytest.raises(triton_traffic.BlockTooLarge, match=r"program \(0, 0, 0\): broadcasting makes a tensor of "
+                                                            r"1024 elements \(shape \(16, 64\)\); a graded block has "
+                                                            "at most 256 elements in this launch"):
+        triton_traffic.count(wide_tile, (1,), x, out, 64, BLOCK=16, WIDE=64, block_limit=256)
+    with pytest.raises(triton_traffic.BlockTooLarge, match="tl.full/tl.zeros .* makes a tensor of 4096 elements"):
+        triton_traffic.count(big_zeros, (1,), x, out, 64, BLOCK=64, block_limit=1024)
+    with pytest.raises(triton_traffic.BlockTooLarge, match=f"at most {triton_traffic.MAX_BLOCK} elements"):
+        triton_traffic.count(big_zeros, (1,), x, out, 64, BLOCK=512)   # the default bound: MAX_BLOCK
+    out = torch.zeros(16)
+    with pytest.raises(RuntimeError, match="tl.atomic_.* reaches memory that a graded launch cannot count"):
+        triton_traffic.count(atomic_sum, (1,), x, out, 16, BLOCK=16)
+    assert not out.any()   # a launch that fails copies nothing back
 
 
 def test_results_of_a_counted_launch_reach_the_callers_tensors():

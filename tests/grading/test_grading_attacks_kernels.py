@@ -112,8 +112,9 @@ def test_a_checker_that_dies_says_so_with_its_signal():
     assert not crash.passed and ex.verdicts["after"].passed, ex.verdicts
     assert [(o["ename"], o["evalue"]) for o in crash.outputs if o["output_type"] == "error"] == [
         ("CheckerStopped", "the checker stopped (segmentation fault (SIGSEGV)) while judging this cell")]
-    assert ex.notes == ["the checker stopped (segmentation fault (SIGSEGV)) while judging cell 2 (test crash); "
-                        "a fresh checker judged the cells after it"], ex.notes
+    note = ("the checker stopped (segmentation fault (SIGSEGV)) while judging cell 2 (test crash); a fresh checker "
+            "judged the cells after it")
+    assert ex.notes == [note], ex.notes
 
 
 # ------------------------------------------------------------------ the class, graded for real

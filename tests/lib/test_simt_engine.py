@@ -9,7 +9,7 @@ from course_lib import hardware, simt
 from course_lib.access_counts import SharedMemoryRace
 
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
-from numba import float32, float64, int32  # noqa: E402
+from numba import float32, float64, int32, uint64  # noqa: E402
 
 rng = np.random.default_rng(24)
 P = 32
@@ -218,6 +218,18 @@ def negative_index(x, out):
     out[i] = x[i - 1]
 
 
+@cuda.jit
+def wrapped_index(x, out):
+    i = cuda.grid(1)
+    out[i] = x[uint64(i) - uint64(4)]   # lanes 0-3 wrap: 2**64 - 4 in lane 0
+
+
+@cuda.jit
+def huge_index(a, out):
+    i = cuda.grid(1)
+    out[i] = a[i, 4611686018427387903]   # in bounds for no row: 2**62 - 1
+
+
 @cuda.jit(device=True)
 def twice(v):
     return 2.0 * v
@@ -353,6 +365,18 @@ def test_syncthreads_count_votes_across_warps():
 def test_negative_index_is_out_of_bounds():
     with pytest.raises(IndexError, match="out of bounds"):
         simt.run(negative_index, 1, 32, np.zeros(32), np.zeros(32))
+
+
+def test_indices_that_wrap_past_2_to_the_64_or_are_huge_are_out_of_bounds_exactly():
+    """Issue 35: bounds are checked on the index itself, never on a wrapped byte address: an
+    unsigned index of 2**64 - 4 (element -4 as a wrapped pointer would read it) and an index of
+    2**62 - 1 are refused, each named with its lane."""
+    with pytest.raises(IndexError, match=r"index 18446744073709551612 in dimension 0 is out of bounds for an array "
+                                         r"of shape \(32,\) \(lane 0;"):
+        simt.run(wrapped_index, 1, 32, np.zeros(32), np.zeros(32))
+    with pytest.raises(IndexError, match=r"index 4611686018427387903 in dimension 1 is out of bounds for an array "
+                                         r"of shape \(32, 4\) \(lane 0;"):
+        simt.run(huge_index, 1, 32, np.zeros((32, 4)), np.zeros(32))
 
 
 def test_two_dimensional_blocks_with_partial_warps():

@@ -36,6 +36,8 @@ WRONG_ANSWERS = {
         ('        out[i] = window[t] + window[t + 1] + window[t + 2]',
          '        out[i] = ((cuda.atomic.add(x, i - 1, 0.0) if i > 0 else 0.0) + cuda.atomic.add(x, i, 0.0)\n'
          '                  + (cuda.atomic.add(x, i + 1, 0.0) if i + 1 < x.size else 0.0))'),
+        # issue 35: zeroes its input x and never writes out (the pooling of zeros is the zeros out holds)
+        ('        out[i] = window[t] + window[t + 1] + window[t + 2]', '        x[i] = 0.0'),
     ],
     'ex3_tiled': [
         # the naive kernel: correct, but 2k global reads per thread
@@ -53,6 +55,9 @@ WRONG_ANSWERS = {
            '        a_tile[ty, tx] = a[row, phase * T + tx]\n'),
           ('        if phase * T + ty < b.shape[0] and col < b.shape[1]:\n            b_tile[ty, tx] = b[phase * T + ty, col]\n        else:\n            b_tile[ty, tx] = 0.0\n',
            '        b_tile[ty, tx] = b[phase * T + ty, col]\n')]),
+        # issue 35: zeroes its input a while staging zeros (c = 0 = a @ b computed from the zeroed a)
+        ('            a_tile[ty, tx] = a[row, phase * T + tx]',
+         '            a[row, phase * T + tx] = 0.0\n            a_tile[ty, tx] = 0.0'),
     ],
     'ex4_dot': [
         # no barrier between halving steps: a thread reads a slot another thread is still adding to (a race)
@@ -74,6 +79,9 @@ WRONG_ANSWERS = {
          '        cuda.syncthreads()\n        half //= 2\n',
          '    step = 1\n    while step < R:\n        if t % (2 * step) == 0:\n            products[t] += products[t + step]\n'
          '        cuda.syncthreads()\n        step *= 2\n'),
+        # issue 35: zeroes its input x and sums zeros (x @ y computed from the zeroed x is 0)
+        ('    products[t] = x[i] * y[i] if i < x.size else 0.0',
+         '    if i < x.size:\n        x[i] = 0.0\n    products[t] = 0.0'),
     ],
     'ex5_rowsum': [
         # no barrier between halving steps (a race)
@@ -91,6 +99,8 @@ WRONG_ANSWERS = {
         ('        out[row] = lanes[0]',
          '        acc = 0.0\n        for col in range(a.shape[1]):\n            acc += cuda.atomic.add(a, (row, col), 0.0)\n'
          '        out[row] = acc'),
+        # issue 35: zeroes its input a and writes the sums of zeros
+        ('        acc += a[row, col]', '        a[row, col] = 0.0'),
     ],
     'ex6_scan': [
         # no barrier between reading the neighbour and writing one's own slot (a race)
@@ -111,6 +121,8 @@ WRONG_ANSWERS = {
         ('        out[col, row] = a[row, col]', '        out[row, col] = a[row, col]'),
         # no bounds guard: threads of the edge blocks index outside a
         ('    if row < a.shape[0] and col < a.shape[1]:\n        out[col, row]', '    if True:\n        out[col, row]'),
+        # issue 35: zeroes its input a and never writes out (the transpose of zeros is the zeros out holds)
+        ('        out[col, row] = a[row, col]', '        a[row, col] = 0.0'),
     ],
     'ex7_tiled': [
         # the uncoalesced transpose: the tile is used, but each thread still writes out[col, row], down
@@ -125,6 +137,18 @@ WRONG_ANSWERS = {
          '        out[out_row, out_col] = tile[tx, ty]\ntranspose_tiled_kernel = transpose_naive_kernel'),
         # the output tile's row and column swapped: right only where the matrix is square
         ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_col, out_row] = tile[tx, ty]'),
+        # issue 35: zeroes its input a and writes the zeros it staged
+        ('        tile[ty, tx] = a[row, col]', '        a[row, col] = 0.0\n        tile[ty, tx] = 0.0'),
+        # issue 35: the naive transpose (down a column of out: 32 sectors per warp access where 4 would
+        # do) with one lane rewriting its element ~30 times per warp: each rewrite is 1 sector where 1
+        # would do, which summed over the site hid the column writes; the worst warp access is 32
+        ('    tile = cuda.shared.array((TILE, TILE), float32)\n    tx = cuda.threadIdx.x\n    ty = cuda.threadIdx.y\n'
+         '    col, row = cuda.grid(2)\n    if row < a.shape[0] and col < a.shape[1]:\n        tile[ty, tx] = a[row, col]\n'
+         '    cuda.syncthreads()\n    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n'
+         '    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col] = tile[tx, ty]',
+         '    col, row = cuda.grid(2)\n    if row < a.shape[0] and col < a.shape[1]:\n'
+         '        reps = 1\n        if row == 0 and col == 0:\n            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
+         '        for r in range(reps):\n            out[col, row] = a[row, col]'),
     ],
     'ex8_padded': [
         # the unpadded tile: a column of it lies in one bank, a 32-way conflict
@@ -136,6 +160,15 @@ WRONG_ANSWERS = {
         # no guard on the write: the edge blocks write outside out
         ('    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col]',
          '    if True:\n        out[out_row, out_col]'),
+        # issue 35: zeroes its input a and writes the zeros it staged
+        ('        tile[ty, tx] = a[row, col]', '        a[row, col] = 0.0\n        tile[ty, tx] = 0.0'),
+        # issue 35: the padded tile, no conflict, but the write naive (down a column of out) and
+        # diluted by one lane rewriting its element ~30 times per warp (see ex7_tiled)
+        ('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n'
+         '    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col] = tile[tx, ty]',
+         '    if row < a.shape[0] and col < a.shape[1]:\n'
+         '        reps = 1\n        if row == 0 and col == 0:\n            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
+         '        for r in range(reps):\n            out[col, row] = tile[ty, tx]'),
     ],
 }
 

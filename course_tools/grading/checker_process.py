@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .sandbox import SLOTS, Limits
 from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, signal_of
+from .wire import valid_text
 
 MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds values of up to 32 MiB)
 
@@ -93,8 +94,8 @@ class CheckerProcess(SandboxedProcess):
         line = bytes(self.buffer[:end])
         del self.buffer[:end + 1]
         self.scanned = 0
-        try:
-            return json.loads(line)
+        try:   # the text of a reply may be the student's (an exception's message): made valid UTF-8
+            return valid_text(json.loads(line))
         except ValueError:          # not the checker's JSON: treat as a checker that broke
             self.broke = "a reply that is not JSON"
             self.kill()

@@ -11,7 +11,10 @@ model) it does in an ``@in_student_kernel`` function (a probe, ``course_lib.chec
 whose plain-data result comes back to the checker.
 
 Never raises for anything the student's code does: every failure is a failed test with a
-reason in plain words.
+reason in plain words. Every text that comes out of either sandbox (outputs, messages, names,
+replies) is valid UTF-8 by the time the grader keeps it (``wire.valid_text``, applied where the
+kernel's messages, its helpers' replies and the checker's replies are read), so no student text
+can make a graded notebook, feedback page or CSV unwritable.
 """
 from __future__ import annotations
 
@@ -125,8 +128,8 @@ class Runner:
         run = self.kernel.execute(code, timeout, keep=False)
         for line in reversed(run.text.splitlines()):
             if line.startswith(self.token):
-                try:
-                    reply = json.loads(base64.b64decode(line[len(self.token):], validate=True))
+                try:   # the student's text in it (an exception's message) made valid UTF-8
+                    reply = wire.valid_text(json.loads(base64.b64decode(line[len(self.token):], validate=True)))
                 except (ValueError, RecursionError):
                     return None
                 return reply if isinstance(reply, dict) else None

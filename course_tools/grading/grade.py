@@ -37,6 +37,7 @@ from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid,
 from .intake import STUDENT_NAME, copy_files, import_submissions, inspect_folder, read_timestamp
 from .submission import (SubmissionProblem, _nb_meta, is_test_cell, lesson_marks, read_submission,
                          refuse_other_lesson, restore_test_cells)
+from .wire import valid_text
 
 
 class Stopped(Exception):
@@ -84,18 +85,54 @@ def _graded_notebook(nb, ex: Execution):
 
 def _record(outcome: Outcome, nb, ex: Execution, ctx: dict) -> None:
     """One graded run into ``outcome`` (points per test cell, score, notes) and the shard
-    folder (graded notebook; feedback page when asked)."""
-    student = outcome.student
+    folder (graded notebook; feedback page when asked). The score is what the verdicts earned
+    whatever becomes of the files (``_write_graded``, ``_write_feedback``): what the student's
+    code wrote is the student's, so a file it spoils is never a grader error that would keep an
+    earlier score."""
     outcome.reasons += ex.notes
-    graded = _graded_notebook(nb, ex)
-    nbformat.write(graded, str(ctx["out"] / "graded" / f"{student}.ipynb"))
     points = {_nb_meta(c)["grade_id"]: float(_nb_meta(c).get("points", 0)) for c in nb.cells if is_test_cell(c)}
     scores = {g: (p if ex.verdicts.get(g) and ex.verdicts[g].passed else 0.0, p) for g, p in points.items()}
     outcome.cells = {g: s for g, (s, _) in scores.items()}
     outcome.score = sum(outcome.cells.values())
+    _write_graded(outcome, nb, ex, ctx["out"] / "graded" / f"{outcome.student}.ipynb")
+    scores = {g: (outcome.cells[g], top) for g, (_, top) in scores.items()}   # 0 if nothing could be written
     if ctx["feedback"]:
+        _write_feedback(outcome, nb, ex, scores, ctx)
+
+
+def _write_graded(outcome: Outcome, nb, ex: Execution, path: Path) -> None:
+    """The graded notebook at ``path``, its text made valid UTF-8. If it cannot be written, the
+    same notebook without the outputs of the student's own cells (each test cell keeps its
+    verdict, so the score stands); if that cannot be written either, none: the merge records 0,
+    and ``outcome`` says so."""
+    bare = Execution(verdicts={g: Verdict(v.passed) for g, v in ex.verdicts.items()})
+    failure = None
+    for kept in (ex, bare):
+        try:
+            nbformat.write(valid_text(_graded_notebook(nb, kept)), str(path))
+        except Exception as exc:  # noqa: BLE001 - whatever spoils the file, the reason says so
+            path.unlink(missing_ok=True)
+            failure = failure or f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+            continue
+        if kept is bare:
+            outcome.reasons.append(f"the graded notebook was kept without your cells' outputs, which could not "
+                                   f"be written ({failure})")
+        return
+    outcome.score, outcome.cells = 0.0, {g: 0.0 for g in outcome.cells}
+    outcome.reasons.append(f"scored 0: the graded notebook could not be written ({failure})")
+
+
+def _write_feedback(outcome: Outcome, nb, ex: Execution, scores: dict, ctx: dict) -> None:
+    """The student's feedback page in the shard folder (UTF-8; a character that cannot be, as its
+    escape); a page that cannot be made or written is left out, and ``outcome`` says so."""
+    page = ctx["out"] / "feedback" / f"{outcome.student}.html"
+    try:
         fb = feedback_notebook(nb, ex, scores, (outcome.score, ctx["max_score"]), outcome.reasons, ctx["blank_nb"])
-        (ctx["out"] / "feedback" / f"{student}.html").write_text(render_html(fb, local_mathjax_url()))
+        page.write_text(render_html(fb, local_mathjax_url()), encoding="utf-8", errors="backslashreplace")
+    except Exception as exc:  # noqa: BLE001 - the score stands; the reason says the page is missing
+        page.unlink(missing_ok=True)
+        outcome.reasons.append(f"no feedback page: it could not be written ({type(exc).__name__}: "
+                               f"{' '.join(str(exc).split())[:200]})")
 
 
 def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
@@ -108,6 +145,7 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
         outcome.reasons += ctx.get("intake_notes", {}).get(student, [])
         files = inspect_folder(folder)
         nb, notes = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")  # metadata checked and reduced
+        nb = valid_text(nb)  # its JSON may spell lone surrogates, which no kernel message or file can hold
         outcome.reasons += notes
         refuse_other_lesson(nb, ctx["lesson"], ctx["lesson_marks"])
         nb, notes = restore_test_cells(nb, ctx["source_nb"], ctx["blank_nb"])

@@ -14,7 +14,12 @@ replaces it in one rename, and the CSV is written to a temporary file renamed in
 student whose grades the gradebook refuses gets a grader error in their row, the others are
 recorded; a merge that fails as a whole, or is stopped (SIGTERM) before the copy is in place,
 leaves the gradebook as it was and a CSV that says nobody was recorded (never the old scores),
-and keeps the shards for ``course grade LESSON --merge``. A process that kept a gradebook
+and keeps the shards for ``course grade LESSON --merge``. The new CSV is written in full (to its
+temporary file) before the gradebook copy replaces the live one, and renamed right after it, so
+a CSV that cannot be written leaves both as they were. A student graded whose graded notebook
+could not be written (``grade._record`` says why) is recorded with 0. Text is written as UTF-8,
+any character that cannot be (a lone surrogate) as its ``\\ud800`` escape, so no student text can
+make a write fail. A process that kept a gradebook
 connection open across the merge writes to the replaced file: run the formgrader after it.
 CSV cells a spreadsheet would run as a formula (leading ``= + - @``, tab, carriage return)
 get a leading ``'`` (OWASP's rule for CSV injection).
@@ -41,6 +46,7 @@ import nbformat
 from ..paths import GRADED_NOTEBOOK
 from .nbgrader_course import CourseDir, GradingError
 from .intake import STUDENT_NAME
+from .wire import valid_text
 
 
 @dataclass
@@ -58,8 +64,9 @@ class Outcome:
 
     @property
     def reason(self) -> str:
-        if self.reasons:  # one line: a CSV row and a terminal line per student
-            return " ".join("; ".join(self.reasons).split())
+        """The reasons as one line of valid UTF-8 (a CSV row, a terminal line per student)."""
+        if self.reasons:
+            return valid_text(" ".join("; ".join(self.reasons).split()))
         return "graded normally" if self.status == "graded" else self.status
 
 
@@ -93,7 +100,8 @@ def held_signals():
 
 
 def save_grades(course: CourseDir, lesson: str, student: str, graded_nb, timestamp) -> None:
-    """The student's test results into the gradebook, as ``nbgrader autograde`` would."""
+    """The student's test results into the gradebook, as ``nbgrader autograde`` would; with
+    ``graded_nb`` None, a submission without results (every test cell 0)."""
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import SaveAutoGrades
 
@@ -105,6 +113,8 @@ def save_grades(course: CourseDir, lesson: str, student: str, graded_nb, timesta
             gb.update_or_create_submission(lesson, student, timestamp=timestamp)
         else:
             gb.update_or_create_submission(lesson, student)
+    if graded_nb is None:
+        return
     resources = {"nbgrader": {"notebook": GRADED_NOTEBOOK, "assignment": lesson, "student": student,
                               "db_url": course.db_url}}
     SaveAutoGrades().preprocess(graded_nb, resources)
@@ -169,22 +179,23 @@ def merge(course: CourseDir, lesson: str, cell_ids: list[str], max_score: float)
             entries.append((o, folder))
     entries.sort(key=lambda e: e[0].student)
     csv_path = course.root / "build" / f"grades_{lesson}.csv"
+    outcomes, staged = [o for o, _ in entries], []
     with held_signals() as pending:
-        try:
-            _record_gradebook(course, lesson, entries, pending)
+        try:   # the CSV written in full before the gradebook copy replaces the live one
+            _record_gradebook(course, lesson, entries, pending,
+                              lambda: staged.append(_staged_csv(csv_path, outcomes, cell_ids)))
         except BaseException as exc:  # noqa: BLE001 - nobody recorded: the CSV says so, never old scores
-            why = ("the grader was stopped during the merge" if isinstance(exc, _Stopped)
-                   else f"the merge failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
-            rows = [Outcome(o.student, score=float("nan"), max_score=max_score, seconds=o.seconds, status="error",
-                            reasons=[f"not recorded: {why}; the gradebook is unchanged; run course grade {lesson} "
-                                     "--merge again"]) for o, _ in entries]
-            write_grades_csv(csv_path, rows, cell_ids)
-            if isinstance(exc, _Stopped):
-                return rows  # leaving held_signals ends the process as the signal asks
-            raise GradingError(f"merge of {lesson} failed, nothing recorded: {why}") from exc
+            for tmp in staged:
+                tmp.unlink(missing_ok=True)
+            # raises GradingError, unless stopped: then leaving held_signals ends the process as the signal asks
+            return _failed_merge(csv_path, lesson, entries, cell_ids, max_score, exc)
+        _csv_in_place(staged[0], csv_path, lesson)
         unwritten = _copy_pages(course, lesson, entries)
-        outcomes = [o for o, _ in entries]
-        write_grades_csv(csv_path, outcomes, cell_ids)
+        if unwritten:  # their rows say which files are missing (the scores are those just written)
+            try:
+                write_grades_csv(csv_path, outcomes, cell_ids)
+            except OSError:
+                unwritten.append("(nor the CSV's rows saying so)")
     if unwritten:
         raise GradingError(f"graded copies or feedback pages of {', '.join(unwritten[:5])} could not be written "
                            "(the gradebook and CSV are written; see their rows)")
@@ -192,10 +203,40 @@ def merge(course: CourseDir, lesson: str, cell_ids: list[str], max_score: float)
     return outcomes
 
 
-def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: list) -> None:
-    """Every student's result into a copy of the gradebook, then the copy in place of the live
-    one (one rename). The live gradebook is locked against other writers from the copy to the
-    rename; raises _Stopped, leaving it untouched, when ``pending`` receives a signal first."""
+def _failed_merge(csv_path: Path, lesson: str, entries: list, cell_ids: list[str], max_score: float,
+                  exc: BaseException) -> list[Outcome]:
+    """The rows of a merge that recorded nobody (the gradebook unchanged), written as the CSV;
+    raises GradingError saying why unless ``exc`` is _Stopped. When even that CSV cannot be
+    written, the previous one stays (it agrees with the unchanged gradebook) and the error says so."""
+    why = ("the grader was stopped during the merge" if isinstance(exc, _Stopped)
+           else f"the merge failed ({type(exc).__name__}: {' '.join(str(exc).split())[:200]})")
+    rows = [Outcome(o.student, score=float("nan"), max_score=max_score, seconds=o.seconds, status="error",
+                    reasons=[(f"not recorded: {why}; the gradebook is unchanged; run course grade {lesson} "
+                              "--merge again")]) for o, _ in entries]
+    try:
+        write_grades_csv(csv_path, rows, cell_ids)
+    except OSError as csv_exc:
+        why += f"; {csv_path} could not be written either ({csv_exc.strerror or csv_exc}): it is the previous run's"
+    if isinstance(exc, _Stopped):
+        return rows
+    raise GradingError(valid_text(f"merge of {lesson} failed, nothing recorded: {why}")) from exc
+
+
+def _csv_in_place(staged: Path, csv_path: Path, lesson: str) -> None:
+    """The staged CSV renamed over the class's CSV, right after the gradebook's rename."""
+    try:
+        staged.replace(csv_path)
+    except OSError as exc:
+        staged.unlink(missing_ok=True)
+        raise GradingError(f"the gradebook is recorded, but {csv_path} could not be replaced ({exc.strerror or exc}); "
+                           f"run course grade {lesson} --merge again") from exc
+
+
+def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: list, before_replace=None) -> None:
+    """Every student's result into a copy of the gradebook, then ``before_replace()`` (which may
+    raise: the live gradebook stays as it was), then the copy in place of the live one (one
+    rename). The live gradebook is locked against other writers from the copy to the rename;
+    raises _Stopped, leaving it untouched, when ``pending`` receives a signal first."""
     from nbgrader.utils import parse_utc
 
     live = course.root / "gradebook.db"
@@ -222,9 +263,11 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
                 o.score, o.cells = (float("nan"), {}) if o.status == "refused" else (o.score, o.cells)
                 continue
             graded = folder / "graded" / f"{o.student}.ipynb"
-            if o.status == "graded" and graded.exists():
+            if o.status == "graded":  # without a graded notebook (it could not be written): 0, its reason says why
                 try:
-                    nb = nbformat.read(str(graded), as_version=4)
+                    nb = nbformat.read(str(graded), as_version=4) if graded.exists() else None
+                    if nb is None:
+                        drop_grades(copy, lesson, o.student)
                     save_grades(copy, lesson, o.student, nb, parse_utc(o.timestamp) if o.timestamp else None)
                     o.score, o.max_score, o.cells = read_scores(copy, lesson, o.student)
                     continue
@@ -242,6 +285,8 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
                 kept = earlier_score(copy, lesson, o.student)
                 o.reasons.append(f"the gradebook keeps the earlier score {kept[0]:g} (submitted {kept[1]})" if kept
                                  else "the gradebook holds no score for this lesson")
+        if before_replace is not None:
+            before_replace()
         if pending:
             raise _Stopped()
         mode = os.stat(live)
@@ -312,11 +357,24 @@ def csv_cell(value) -> str:
 
 
 def write_grades_csv(path: Path, outcomes: list[Outcome], cell_ids: list[str] = ()) -> Path:
-    """student, score, max_score, seconds, reason, then the points of each test cell."""
+    """student, score, max_score, seconds, reason, then the points of each test cell: written to a
+    temporary file renamed in place (``_staged_csv``)."""
+    tmp = _staged_csv(path, outcomes, cell_ids)
+    try:
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _staged_csv(path: Path, outcomes: list[Outcome], cell_ids: list[str]) -> Path:
+    """The CSV of ``outcomes`` written in full, as UTF-8 (a character that cannot be, as its
+    ``\\ud800`` escape) and synced, to a temporary file beside ``path``; that file's path.
+    Nothing is left behind when writing fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{os.urandom(3).hex()}.tmp")
     try:
-        with tmp.open("w", newline="") as fh:
+        with tmp.open("w", newline="", encoding="utf-8", errors="backslashreplace") as fh:
             writer = csv.writer(fh)
             writer.writerow([csv_cell(c) for c in ["student", "score", "max_score", "seconds", "reason", *cell_ids]])
             for o in outcomes:
@@ -325,7 +383,7 @@ def write_grades_csv(path: Path, outcomes: list[Outcome], cell_ids: list[str] = 
                 writer.writerow([csv_cell(c) for c in row])
             fh.flush()
             os.fsync(fh.fileno())
-        tmp.replace(path)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
-    return path
+        raise
+    return tmp

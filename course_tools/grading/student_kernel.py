@@ -1,6 +1,10 @@
 """The student's IPython kernel in its sandbox (ZeroMQ over Unix sockets): runs the student's
 cells; every output is collected with per-cell and per-notebook caps; the watchdog kills it when
-the whole sandbox passes its memory, process or disk limit.
+the whole sandbox passes its memory, process or disk limit. The kernel is the student's: it can
+send any message, signed with its session's key. One that cannot be read, or whose parent or
+content is not a dict, is dropped; what is kept has the fields and types of a Jupyter output and
+its text made valid UTF-8 (``wire.valid_text``: a forged message may hold a lone surrogate, which
+no file can hold), so nothing a kernel sends is a grader error.
 """
 from __future__ import annotations
 
@@ -15,8 +19,10 @@ import zmq
 
 from .sandbox import CellRun, Limits, descendants, is_kernel_python
 from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
+from .wire import valid_text
 
 MESSAGES_PER_WAKE = 200       # output messages taken in one go before the deadline is looked at again
+UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError)   # reading a forged message raises these
 
 
 def _grader_context(limits: Limits) -> zmq.Context:
@@ -149,21 +155,17 @@ class SandboxKernel(SandboxedProcess):
             wake = min(deadline, watch if self.sandbox else now + WATCH_SECONDS)  # alive() is checked as often
             ready = dict(poller.poll(max(0, int((wake - now) * 1000))))
             for _ in range(MESSAGES_PER_WAKE if iopub.socket in ready else 0):  # then the deadline again
-                try:
-                    msg = iopub.get_msg(timeout=0)
-                except queue.Empty:
+                taken, msg = _next_message(iopub, msg_id)
+                if not taken:
                     break
-                if msg.get("parent_header", {}).get("msg_id") == msg_id:
+                if msg is not None:
                     kept = self._collect(run, msg, kept, keep)
-                    if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
-                        idle = True
+                    idle = idle or msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle"
             while reply is None and shell.socket in ready:
-                try:
-                    answer = shell.get_msg(timeout=0)
-                except queue.Empty:
+                taken, answer = _next_message(shell, msg_id)
+                if not taken:
                     break
-                if answer.get("parent_header", {}).get("msg_id") == msg_id:
-                    reply = answer["content"]
+                reply = answer["content"] if answer is not None else None
         run.status = "ok" if reply.get("status") == "ok" else "error"
         if run.status == "error":
             run.ename = run.ename or str(reply.get("ename", ""))
@@ -171,32 +173,68 @@ class SandboxKernel(SandboxedProcess):
         return run
 
     def _collect(self, run: CellRun, msg: dict, kept: int, keep: bool) -> int:
+        """One output message of the cell (its content a dict of valid text) into ``run``; the
+        bytes of output kept for the cell so far."""
         kind, content = msg["msg_type"], msg["content"]
+        out = _output(kind, content) if kind in ("stream", "display_data", "execute_result", "error") else None
         if kind == "error":
-            run.ename, run.evalue = str(content.get("ename", ""))[:200], str(content.get("evalue", ""))[:4000]
+            run.ename, run.evalue = out["ename"][:200], out["evalue"][:4000]
         if not keep:
-            if kind == "stream" and content.get("name") == "stdout" and len(run.text) < 48 * 2**20:
-                run.text += content.get("text", "")
+            if kind == "stream" and out["name"] == "stdout" and len(run.text) < 48 * 2**20:
+                run.text += out["text"]
             return kept
-        if kind not in ("stream", "display_data", "execute_result", "error"):
+        if out is None:
             return kept
         size = len(repr(content))
         if kept + size > self.limits.output_bytes or self.output_total + size > self.limits.notebook_output_bytes:
             run.truncated = True
             return kept
         self.output_total += size
-        if kind == "stream":
-            if run.outputs and run.outputs[-1].get("output_type") == "stream" and run.outputs[-1]["name"] == content["name"]:
-                run.outputs[-1]["text"] += content["text"]
-            else:
-                run.outputs.append({"output_type": "stream", "name": content["name"], "text": content["text"]})
-        elif kind == "error":
-            run.outputs.append({"output_type": "error", "ename": content.get("ename", ""),
-                                "evalue": content.get("evalue", ""),
-                                "traceback": list(content.get("traceback", []))[:50]})
+        last = run.outputs[-1] if run.outputs else {}
+        if kind == "stream" and last.get("output_type") == "stream" and last["name"] == out["name"]:
+            last["text"] += out["text"]
         else:
-            out = {"output_type": kind, "data": content.get("data", {}), "metadata": content.get("metadata", {})}
-            if kind == "execute_result":
-                out["execution_count"] = content.get("execution_count")
             run.outputs.append(out)
         return kept + size
+
+
+def _next_message(channel, msg_id: str) -> tuple[bool, dict | None]:
+    """(whether a message was taken, the message): ``(False, None)`` when none waits; the message
+    is None unless it answers ``msg_id`` and its content is a dict, whose text is then made valid
+    UTF-8. A message jupyter_client cannot read is taken and dropped."""
+    try:
+        msg = channel.get_msg(timeout=0)
+    except queue.Empty:
+        return False, None
+    except UNREADABLE:   # bad JSON, a header without msg_id, ...: the kernel's own doing
+        return True, None
+    parent = msg.get("parent_header")
+    if not (isinstance(parent, dict) and parent.get("msg_id") == msg_id and isinstance(msg.get("content"), dict)):
+        return True, None
+    msg["content"] = valid_text(msg["content"])
+    return True, msg
+
+
+def _output(kind: str, content: dict) -> dict:
+    """A kernel's output message as a notebook output of the right shape: text fields as text,
+    a traceback a list of at most 50 lines, data and metadata dicts."""
+    def text(key: str) -> str:
+        value = content.get(key, "")
+        return value if isinstance(value, str) else str(value)
+
+    def mapping(key: str) -> dict:
+        value = content.get(key)
+        return value if isinstance(value, dict) else {}
+
+    if kind == "stream":
+        return {"output_type": "stream", "name": "stdout" if content.get("name") == "stdout" else "stderr",
+                "text": text("text")}
+    if kind == "error":
+        lines = content.get("traceback")
+        return {"output_type": "error", "ename": text("ename"), "evalue": text("evalue"),
+                "traceback": [str(t) for t in lines[:50]] if isinstance(lines, list) else []}
+    out = {"output_type": kind, "data": mapping("data"), "metadata": mapping("metadata")}
+    if kind == "execute_result":
+        count = content.get("execution_count")
+        out["execution_count"] = count if type(count) is int else None
+    return out

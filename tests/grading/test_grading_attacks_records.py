@@ -10,15 +10,25 @@
   Content-Security-Policy blocks what a filter might miss;
 - a student's own ``timestamp.txt`` (2000-01-01) does not become the submission time (the grader's
   intake time does), while a folder ``nbgrader collect`` brought in keeps the exchange's time;
-- a refused folder named ``=1+1`` is written into the CSV as text a spreadsheet does not run.
+- a refused folder named ``=1+1`` is written into the CSV as text a spreadsheet does not run;
+- (issue 35, attacks 3 and 4) text that no file can hold: two students solve everything in the
+  first run (14), then hand in the blank with a lone surrogate in what leaves their kernel, one
+  in the message of the exception their function raises when the checker calls it, the other
+  in messages its kernel forges (a print, and an error whose text lands in their reason; before
+  them, raw messages that cannot be read or whose content is no dict) and in its notebook's own
+  JSON. They score the blank's 0 (never "grader error" keeping the 14),
+  their reason shows the surrogate escaped (``\\ud800``), and CSV and gradebook agree.
 
-The second run resubmits one student's work (0 -> 14): its merge is first stopped by SIGTERM
-(the gradebook must stay byte for byte as it was and the CSV must show no old score), then
-merged again (``course grade LESSON --merge``), and the new score must be in CSV and gradebook.
+The second run resubmits one student's work (0 -> 14): a merge whose CSV cannot be written
+changes neither gradebook nor CSV and says so; its merge is then stopped by SIGTERM (the
+gradebook must stay byte for byte as it was and the CSV must show no old score), then merged
+again (``course grade LESSON --merge``), and the new score must be in CSV and gradebook. A
+graded notebook that cannot be written is that student's 0, recorded as such by the merge.
 Skipped where bubblewrap cannot run; the browser checks where Chromium or Playwright is missing.
 """
 import copy
 import csv
+import errno
 import hashlib
 import json
 import math
@@ -34,9 +44,12 @@ import nbformat
 import pytest
 from scratch_course import scratch_course
 
+from course_tools.grading import grade as grade_mod
 from course_tools.grading import results, sandbox
+from course_tools.grading.execute import Execution, Verdict
 from course_tools.grading.grade import grade_lesson
 from course_tools.grading.grade import merge_lesson
+from course_tools.grading.nbgrader_course import GradingError
 from course_tools.grading.sandbox import Limits
 
 LESSON = "01_hardware_foundations"
@@ -58,6 +71,29 @@ WIDGETS = {"application/vnd.jupyter.widget-state+json": {
 FAKE_STAMP = "2000-01-01 00:00:00.000000 UTC"
 EXCHANGE_STAMP = "2026-01-02 03:04:05.000006 UTC"
 INJECTIONS = ["=1+1", "@SUM(1+1)", "+1-2"]
+SURROGATE = "\ud800"   # a lone surrogate: valid in a Python str and a JSON escape, never in UTF-8
+# its function raises with it when the checker calls it (the message reaches the test's verdict)
+RAISES = ("def peak_flops(cores, clock_hz, simd_bits, dtype_bits=32, fma_units=2):\n"
+          "    raise ValueError('no answer yet \\ud800')\n")
+# its kernel sends raw messages that jupyter_client cannot read or whose content is no dict, then
+# sends every message as ASCII JSON, where a lone surrogate travels as an escape (a print, and an
+# error whose text lands in the reason); the notebook's JSON holds one itself (the comment)
+FORGES = ("import json\n"
+          "kernel = get_ipython().kernel\n"
+          "parent = kernel.get_parent()['header']\n"
+          "def forge(header, content):   # signed with the kernel's own key\n"
+          "    kernel.session.send_raw(kernel.iopub_socket, [header, json.dumps(parent, default=str).encode(),\n"
+          "                                                  b'{}', content])\n"
+          "def header(**fields):\n"
+          "    return json.dumps(dict(parent, **fields), default=str).encode()\n"
+          "forge(b'{}', b'{}')   # no msg_id\n"
+          "forge(b'{', b'{}')    # not JSON\n"
+          "forge(header(msg_id='f1', msg_type='stream'), b'[1]')\n"
+          "forge(header(msg_id='f2', msg_type='stream'), b'{\"text\": 5}')\n"
+          "kernel.session.pack = lambda msg: json.dumps(msg, default=str).encode()\n"
+          f"# {SURROGATE}\n"
+          "print('printed \\ud800')\n"
+          "raise PermissionError('Permission denied \\ud800')\n")
 
 
 def _browser_skip() -> str | None:
@@ -101,6 +137,18 @@ def _write_json(folder: Path, data: dict, raw_meta: str | None = None) -> None:
         assert text.count(marker) == 1
         text = text.replace(marker, '"metadata": ' + raw_meta)
     (folder / "exercises.ipynb").write_text(text)
+
+
+def _with_solution(blank, grade_id: str, source: str):
+    nb = copy.deepcopy(blank)
+    next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id).source = source
+    return nb
+
+
+def _write_surrogates(folder: Path, nb) -> None:
+    """A notebook whose JSON spells lone surrogates as ``\\ud800`` escapes (nbformat refuses to)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "exercises.ipynb").write_text(json.dumps(nb))
 
 
 def _gradebook(course, student):
@@ -160,6 +208,9 @@ def graded(tmp_path_factory):
     # (12) folder names a spreadsheet would run as formulas
     for name in INJECTIONS:
         _write(incoming / name, honest)
+    # (issue 35, 3 and 4) solved first; the blank with lone surrogates in the second run
+    for student in ("surrogate_raise", "surrogate_forge"):
+        _write(incoming / student, honest)
     before = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(seconds=1)   # UTC, as nbgrader keeps it
     private_tmp = Path(tempfile.mkdtemp(prefix="cgr-"))   # short: kernel sockets live there
     old_tempdir, tempfile.tempdir = tempfile.tempdir, str(private_tmp)
@@ -174,13 +225,15 @@ def graded(tmp_path_factory):
         csv1, book1 = _csv(course), {s: _gradebook(course, s) for s in ("honest", "resubmits", "fake_time")}
         # the second run: the resubmitter's new work; the malformed folders are still in submitted/
         _write(incoming / "resubmits", honest)
+        _write(incoming / "surrogate_raise", _with_solution(blank, "ex1_peak", RAISES))
+        _write_surrogates(incoming / "surrogate_forge", _plus(blank, nbformat.v4.new_code_cell(FORGES)))
         second = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
                               progress=False, merge_after=False)
     finally:
         tempfile.tempdir = old_tempdir
         shutil.rmtree(private_tmp, ignore_errors=True)
     return {"course": course, "root": root, "first": {o.student: o for o in first}, "csv1": csv1,
-            "book1": book1, "second": {o.student: o for o in second}, "before": before}
+            "book1": book1, "second": {o.student: o for o in second}, "before": before, "blank": blank}
 
 
 MALFORMED = ["md_no_grade_id", "list_grade_id", "nbgrader_yes"]
@@ -244,6 +297,44 @@ def test_formula_folder_names_are_escaped_in_the_csv(graded):
             assert not cell.startswith("-") or cell.lstrip("-").replace(".", "").isdigit(), cell
 
 
+SURROGATE_STUDENTS = ["surrogate_raise", "surrogate_forge"]
+
+
+@pytest.mark.parametrize("student", SURROGATE_STUDENTS)
+def test_lone_surrogates_are_the_students_own_text_never_a_grader_error(graded, student):
+    assert graded["first"][student].score == FULL   # the gradebook holds 14 from the first run
+    o = graded["second"][student]
+    assert o.status == "graded" and o.score == 0 and "grader error" not in o.reason, o.reason   # the blank's 0
+    o.reason.encode("utf-8")
+    if student == "surrogate_forge":   # the forged error's text is in the reason, the surrogate escaped
+        assert "(PermissionError: Permission denied \\ud800)" in o.reason, o.reason
+
+
+def _agree(course) -> None:
+    """Every score in the CSV is the gradebook's (a student without one there has none)."""
+    for student, row in _csv(course).items():
+        if row["score"]:
+            assert _gradebook(course, student)[0] == float(row["score"]), (student, row)
+
+
+def test_a_csv_that_cannot_be_written_changes_nothing_and_says_so(graded, monkeypatch):
+    course, root = graded["course"], graded["root"]
+    files = course.root / "gradebook.db", course.root / "build" / f"grades_{LESSON}.csv"
+    before = [f.read_bytes() for f in files]
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(csv, "writer", full_disk)   # every CSV this merge writes fails
+    with pytest.raises(GradingError, match="nothing recorded") as failed:
+        grade_merge(root)
+    monkeypatch.undo()
+    assert "could not be written either" in str(failed.value) and "No space left" in str(failed.value)
+    assert [f.read_bytes() for f in files] == before   # the gradebook is not ahead of the CSV
+    assert not list(files[0].parent.glob("gradebook.db.merge-*")) and not list(files[1].parent.glob(".grades_*.tmp"))
+    _agree(course)
+
+
 def test_stopped_merge_changes_nothing_then_merge_records_the_new_score(graded, monkeypatch):
     course, root = graded["course"], graded["root"]
     assert graded["second"]["resubmits"].score == FULL   # the shard holds the new result
@@ -279,6 +370,24 @@ def test_stopped_merge_changes_nothing_then_merge_records_the_new_score(graded, 
         assert rows[student]["score"] == "14" and "malformed nbgrader metadata" in rows[student]["reason"]
     assert rows["'=1+1"]["score"] == ""
     assert _gradebook(course, "fake_time")[1] == graded["book1"]["fake_time"][1]   # same files: same time
+
+
+def test_lone_surrogates_are_escaped_in_every_record_and_csv_and_gradebook_agree(graded):
+    course = graded["course"]   # after the merge of the second run (test above)
+    (course.root / "build" / f"grades_{LESSON}.csv").read_bytes().decode("utf-8")   # valid UTF-8 throughout
+    rows = _csv(course)
+    for student in SURROGATE_STUDENTS:   # the blank's 0 in both, the 14 of the first run gone
+        assert rows[student]["score"] == "0" and _gradebook(course, student)[0] == 0, rows[student]
+    assert "Permission denied \\ud800" in rows["surrogate_forge"]["reason"]
+    _agree(course)
+    shown = {}
+    for student in SURROGATE_STUDENTS:
+        nb = nbformat.read(str(course.root / "autograded" / student / LESSON / "exercises.ipynb"), as_version=4)
+        shown[student] = json.dumps(nb.cells, ensure_ascii=False)
+        page = (course.root / "feedback" / student / LESSON / "exercises.html").read_text(encoding="utf-8")
+        assert "\\ud800" in page, student
+    assert "no answer yet \\\\ud800" in shown["surrogate_raise"]   # the verdict's message, escaped
+    assert "printed \\\\ud800" in shown["surrogate_forge"] and "# \\\\ud800" in shown["surrogate_forge"]
 
 
 def grade_merge(root: Path):
@@ -346,3 +455,49 @@ def test_widget_feedback_page_loads_nothing_from_the_network(graded, tmp_path):
                 browser.close()
     finally:
         planted.unlink()
+
+
+def test_a_graded_notebook_that_cannot_be_written_is_the_students_0(graded, monkeypatch):
+    """Writing the graded notebook: student text that reaches it unescaped is escaped; when the
+    notebook cannot be written, it is written without the student's outputs (the score stands);
+    when nothing can be, the student scores 0 with the reason, and the merge records that 0
+    (never the earlier score)."""
+    course, root, blank = graded["course"], graded["root"], graded["blank"]
+    gids = [c.metadata["nbgrader"]["grade_id"] for c in blank.cells if c.metadata.get("nbgrader", {}).get("grade")
+            and c.cell_type == "code"]
+    shown = next(i for i, c in enumerate(blank.cells) if c.cell_type == "code" and "nbgrader" not in c.metadata)
+    ex = Execution(verdicts={g: Verdict(True) for g in gids},
+                   outputs={shown: [{"output_type": "stream", "name": "stdout", "text": f"odd {SURROGATE}\n"}]})
+    out = results.shard_dir(course, LESSON, 0, 1)
+    (out / "graded").mkdir(parents=True)
+    ctx = {"out": out, "feedback": False, "max_score": FULL}
+    real_write, calls = nbformat.write, []
+
+    def write_without_outputs(nb, path, **kwargs):   # fails while a student cell has outputs
+        calls.append(path)
+        if any(c.cell_type == "code" and c.get("outputs") and "nbgrader" not in c.metadata for c in nb.cells):
+            raise OSError(errno.EFBIG, "File too large")
+        real_write(nb, path, **kwargs)
+
+    kept = results.Outcome("honest")
+    grade_mod._record(kept, blank, ex, ctx)   # the surrogate escaped: written whole
+    written = nbformat.read(str(out / "graded" / "honest.ipynb"), as_version=4)
+    assert kept.score == FULL and written.cells[shown].outputs[0].text == "odd \\ud800\n"
+    monkeypatch.setattr(nbformat, "write", write_without_outputs)
+    bare = results.Outcome("honest")
+    grade_mod._record(bare, blank, ex, ctx)
+    assert len(calls) == 2 and bare.score == FULL and "without your cells' outputs" in bare.reason, bare.reason
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(nbformat, "write", full_disk)
+    lost = results.Outcome("honest")
+    (out / "graded" / "honest.ipynb").unlink()
+    grade_mod._record(lost, blank, ex, ctx)
+    monkeypatch.undo()
+    assert lost.score == 0 and "scored 0: the graded notebook could not be written" in lost.reason, lost.reason
+    assert not (out / "graded" / "honest.ipynb").exists() and _gradebook(course, "honest")[0] == FULL
+    results.write_shard(out, [lost], complete=True)
+    merged = {o.student: o for o in grade_merge(root)}   # course grade LESSON --merge
+    assert merged["honest"].score == 0 and _gradebook(course, "honest")[0] == 0
+    assert _csv(course)["honest"]["score"] == "0" and "scored 0" in _csv(course)["honest"]["reason"]

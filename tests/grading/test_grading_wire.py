@@ -159,3 +159,22 @@ def test_a_constructor_that_refuses_its_fields_gives_a_value_error():
 def test_a_malformed_meta_tensor_is_refused(tree):
     with pytest.raises(ValueError, match="malformed"):
         wire.decode(json.dumps(tree))
+
+
+def test_valid_text_escapes_lone_surrogates_everywhere_and_keeps_valid_text():
+    """What a tampering kernel's JSON may spell (``"\\ud800"``) becomes the visible six characters
+    ``\\ud800``, in strings, dict keys and lists nested deeper than Python's recursion limit;
+    valid text (a real astral character included) is the same object afterwards."""
+    message = json.loads('{"text": "a \\ud800 b", "\\udcff key": ["\\ud83d\\ude00", "\\ude00 alone", 5, null]}')
+    assert wire.valid_text(message) is message
+    assert message == {"text": "a \\ud800 b", "\\udcff key": ["\U0001F600", "\\ude00 alone", 5, None]}
+    json.dumps(message, ensure_ascii=False).encode("utf-8")   # writable as UTF-8 now
+    deep = "\udfff"
+    for _ in range(sys.getrecursionlimit() + 100):
+        deep = [deep]
+    inner = wire.valid_text(deep)
+    while isinstance(inner, list):
+        inner = inner[0]
+    assert inner == "\\udfff"
+    text = "plain \u00e9 \U0001F600"
+    assert wire.valid_text(text) is text and wire.valid_text("\ud800") == "\\ud800"

@@ -10,7 +10,10 @@ A scratch course starts with the plan of this test process's latest scratch cour
 lesson that has one (``build/grading/<lesson>/plan.json``), as a class's second ``course grade``
 run finds the plan of its first: the reference is not graded again for every batch of attacks.
 ``lesson_plan`` uses a plan only when its key (a hash of the notebooks and of the grading code)
-matches, so a test that edits the lesson's notebooks gets a plan computed afresh."""
+matches, so a test that edits the lesson's notebooks gets a plan computed afresh.
+
+``solutions``, ``cell`` and ``edited`` build the submissions of a batch from the lesson's
+reference solution cells."""
 import json
 import shutil
 from pathlib import Path
@@ -71,3 +74,26 @@ def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 2) 
     pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{lesson}/exercises.html")}
     plan = (root / "build" / "grading" / lesson / "plan.json").read_text()
     return {"by": {o.student: o for o in outcomes}, "pages": pages, "plan": plan}
+
+
+def solutions(lesson: str) -> dict:
+    """{grade_id: solution cell of ``lesson``'s exercises (see ``lesson_folder``) as a student
+    writes it, its ``### BEGIN/END SOLUTION`` lines removed}."""
+    import nbformat
+
+    nb = nbformat.read(str(lesson_folder(lesson) / "exercises.ipynb"), as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: "\n".join(ln for ln in c.source.splitlines() if "### " not in ln) + "\n"
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
+def cell(nb, grade_id: str):
+    """The cell of notebook ``nb`` whose nbgrader grade_id is ``grade_id``."""
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def edited(source: str, *edits: tuple[str, str]) -> str:
+    """``source`` with each ``(old, new)`` replacement made in order; each ``old`` must occur once."""
+    for old, new in edits:
+        assert source.count(old) == 1, (old, source)
+        source = source.replace(old, new)
+    return source

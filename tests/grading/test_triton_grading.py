@@ -1,15 +1,17 @@
-"""Lesson 14's Triton kernels judged outside the student's process: a ``@triton.jit`` kernel
-crosses to the trusted checker as source text (``wire._course_jit`` marks it ``lang: triton``),
-passes ``triton_source``'s whitelist or is refused with a plain reason, and is run there in
-Triton's interpreter, its bytes counted and its addresses bounds-checked by
+"""Lesson 14's Triton kernels judged outside the student's process: a ``@triton.jit``
+kernel crosses to the trusted checker as source text (``wire._course_jit`` marks it ``lang:
+triton``), passes ``triton_source``'s whitelist or is refused with a plain reason, and is run
+there in Triton's interpreter, its bytes counted and its addresses bounds-checked by
 ``course_lib.triton_traffic``.
 
 Unit tests: the reference kernels pass the whitelist and, rebuilt, give their results and byte
 counts; each forbidden construct is refused with its reason; names from outside must be numbers
-or other checked Triton functions. Attack tests: lesson 14 submissions graded in one batch by
-the real ``grade_lesson``: kernels with imports, attribute chains, ``tl`` rebinding, a huge block
-and an infinite loop; a cell that patches the counting helper in the student's kernel; the honest
-submission keeps full marks and every test cell is judged by the checker.
+or other checked Triton functions; a lecture kernel is refused up to what ``library_copy`` says.
+Attack tests: lesson 14 submissions graded in one batch by the real ``grade_lesson``: kernels
+with imports, attribute chains, ``tl`` rebinding, a huge block and an infinite loop; a cell that
+patches the counting helper in the student's kernel; kernels that overwrite their inputs, or get
+them as tl.constexpr torch tensors; the honest submission keeps full marks and every test cell
+is judged by the checker. Lesson 15's attacks: test_triton_grading_attention.py.
 """
 import base64
 import copy
@@ -23,7 +25,7 @@ from unittest import mock
 import nbformat
 import pytest
 import torch
-from scratch_course import grade_class
+from scratch_course import cell, edited, grade_class, solutions
 
 from course_lib import triton_traffic
 
@@ -34,20 +36,12 @@ from course_tools.grading import checker, sandbox, wire  # noqa: E402
 from course_tools.grading.gpu_kernels import kernel_source, triton_source  # noqa: E402
 from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused  # noqa: E402
 from course_tools.grading.sandbox import Limits  # noqa: E402
-from course_tools.paths import NOTEBOOKS  # noqa: E402
 
 LESSON = "14_triton"
 FULL = 14.0
 
 
-def _solutions() -> dict:
-    """{grade_id: solution cell as a student writes it (markers removed)}."""
-    nb = nbformat.read(str(NOTEBOOKS / LESSON / "exercises.ipynb"), as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: "\n".join(ln for ln in c.source.splitlines() if "### " not in ln) + "\n"
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
-
-
-SOLUTIONS = _solutions()
+SOLUTIONS = solutions(LESSON)
 REFERENCE = {re.search(r"def (\w+)\(", code).group(1): code for code in SOLUTIONS.values()}
 
 
@@ -223,28 +217,12 @@ _tt.count = _fake
 count = _fake
 """
 
-def _edited(source: str, *edits: tuple[str, str]) -> str:
-    """``source`` with each ``(old, new)`` made, each ``old`` occurring exactly once."""
-    for old, new in edits:
-        assert source.count(old) == 1, (old, source)
-        source = source.replace(old, new)
-    return source
-
-
-# Issue 35: a tensor parameter annotated tl.constexpr receives the torch tensor itself. Each kernel
+# Issue 35: a tensor parameter annotated tl.constexpr receives the torch tensor itself. The GELU
 # zeroes its inputs through it (the test's expected value, computed from them afterwards, is then
 # what the kernel stores) and loads its output, still zeros, for the bytes the budget asks; the
-# matmul is computed by torch, 0 bytes counted. 13 of 14 points before the fix.
-CONSTEXPR_ADD = _edited(
-    SOLUTIONS["ex1_add"],
-    ("def add_kernel(x_ptr, y_ptr,", "def add_kernel(x_ptr: tl.constexpr, y_ptr: tl.constexpr,"),
-    ("    offs = ", "    x_ptr *= 0.0\n    y_ptr *= 0.0\n    offs = "),
-    ("tl.load(x_ptr + offs", "tl.load(out_ptr + offs"), ("tl.load(y_ptr + offs", "tl.load(out_ptr + offs"))
-CONSTEXPR_SOFTMAX = _edited(
-    SOLUTIONS["ex2_softmax"],
-    ("def softmax_kernel(x_ptr,", "def softmax_kernel(x_ptr: tl.constexpr,"),
-    ("    row = ", "    x_ptr *= 0.0\n    row = "), ("tl.load(x_ptr + row", "tl.load(out_ptr + row"))
-CONSTEXPR_GELU = _edited(
+# matmul is computed by torch, 0 bytes counted. 6 points before the fix (13 of 14 with the same
+# edit to every kernel).
+CONSTEXPR_GELU = edited(
     SOLUTIONS["ex3_gelu"],
     ("def bias_gelu_kernel(x_ptr, b_ptr,", "def bias_gelu_kernel(x_ptr: tl.constexpr, b_ptr: tl.constexpr,"),
     ("    rows = ", "    x_ptr *= 0.0\n    b_ptr *= 0.0\n    rows = "),
@@ -266,31 +244,26 @@ LIMITS = Limits(memory_bytes=2**31, cpu_seconds=300, processes=256, file_bytes=3
                 cell_seconds=20, notebook_seconds=400)
 
 
-def _cell(nb, grade_id):
-    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
-
-
 def _submissions(blank) -> dict:
     honest = copy.deepcopy(blank)
     for gid, code in SOLUTIONS.items():
-        _cell(honest, gid).source = code
+        cell(honest, gid).source = code
 
-    def edited(cells: dict, *inserted):
+    def with_cells(cells: dict, *inserted):
         nb = copy.deepcopy(honest)
         for gid, code in cells.items():
-            _cell(nb, gid).source = code
+            cell(nb, gid).source = code
         for at, code in enumerate(inserted):
             nb.cells.insert(2 + at, nbformat.v4.new_code_cell(code))
         return nb
 
     return {"honest": honest,
-            "a_refused": edited({"ex1_add": ATTACK_IMPORT, "ex2_softmax": TWICE, "ex3_gelu": ATTACK_REBIND,
-                                 "ex4_matmul": ATTACK_HUGE}, PATCH_COUNT),
-            "forever": edited({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN}),
-            "wraps": edited({"ex1_add": WRAPS_ADD}),
-            "overwrites": edited({"ex1_add": OVERWRITE_ADD, "ex2_softmax": OVERWRITE_SOFTMAX}),
-            "constexpr": edited({"ex1_add": CONSTEXPR_ADD, "ex2_softmax": CONSTEXPR_SOFTMAX, "ex3_gelu": CONSTEXPR_GELU,
-                                 "ex4_matmul": CONSTEXPR_MATMUL})}
+            "a_refused": with_cells({"ex1_add": ATTACK_IMPORT, "ex2_softmax": TWICE, "ex3_gelu": ATTACK_REBIND,
+                                     "ex4_matmul": ATTACK_HUGE}, PATCH_COUNT),
+            "forever": with_cells({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN}),
+            "wraps": with_cells({"ex1_add": WRAPS_ADD}),
+            "overwrites": with_cells({"ex1_add": OVERWRITE_ADD, "ex2_softmax": OVERWRITE_SOFTMAX,
+                                      "ex3_gelu": CONSTEXPR_GELU, "ex4_matmul": CONSTEXPR_MATMUL})}
 
 
 @pytest.fixture(scope="module")
@@ -330,7 +303,6 @@ def test_kernels_that_write_over_their_inputs_earn_nothing(graded):
     a store into an input now stops the kernel in the checker and says so."""
     o = graded["by"]["overwrites"]
     assert all(v == 0 for g, v in o.cells.items() if g.startswith(("ex1", "ex2"))), o.cells
-    assert all(v > 0 for g, v in o.cells.items() if g.startswith(("ex3", "ex4"))), o.cells
     page = graded["pages"]["overwrites"]
     assert "a tl.store into `x_ptr`, an input: expected stores only into `out_ptr`" in page
 
@@ -338,13 +310,12 @@ def test_kernels_that_write_over_their_inputs_earn_nothing(graded):
 @pytest.mark.timeout(900)
 def test_tensors_for_constexpr_parameters_earn_nothing(graded):
     """Issue 35: kernels whose tensor parameters are annotated tl.constexpr got the checker's
-    own torch tensors: they zeroed the test's inputs (and stored zeros) or computed the matmul
-    with torch, 0 bytes counted, for 13 of 14 points; such a launch is now refused."""
-    o = graded["by"]["constexpr"]
+    own torch tensors: the GELU zeroed the test's inputs (and stored zeros), the matmul was
+    computed by torch with 0 bytes counted, for 6 points; such a launch is now refused."""
+    o = graded["by"]["overwrites"]          # its exercises 1 and 2 overwrite their inputs (above)
     assert o.score == 0, (o.score, o.reason, o.cells)
-    page = html.unescape(graded["pages"]["constexpr"])
-    for kernel, param in (("add_kernel", "x_ptr"), ("softmax_kernel", "x_ptr"), ("bias_gelu_kernel", "x_ptr"),
-                          ("matmul_kernel", "a_ptr")):
+    page = html.unescape(graded["pages"]["overwrites"])
+    for kernel, param in (("bias_gelu_kernel", "x_ptr"), ("matmul_kernel", "a_ptr")):
         assert f"{kernel}'s parameter `{param}` receives a tensor but is annotated `tl.constexpr`" in page, kernel
 
 
@@ -379,22 +350,34 @@ def test_a_triton_kernel_that_never_ends_is_stopped_by_the_cell_deadline(graded)
 
 def test_a_lecture_kernel_under_other_names_is_refused():
     """The cheat of calling (or pasting) the lecture's kernel from course_lib instead of writing
-    one: refused whatever the kernel and its variables are called; a kernel that differs in what
-    it does passes this check."""
+    one: refused whatever the kernel and its variables are called, whatever its numbers and
+    docstring, with statements added that do nothing. What the refusal does not hold (issue 35,
+    as ``library_copy`` says): a copy with one working statement changed passes this check, and
+    is graded on what it computes, like any kernel."""
     import inspect
     import textwrap
 
     from course_lib import triton_kernels
 
-    kernel = triton_kernels.scale_kernel
+    kernel = triton_kernels.relu_kernel
     source = textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))   # JIT or interpreted function
     names = sorted({n for n in re.findall(r"\b[a-z_]+\b", source.split("):", 1)[0].split("(", 1)[1])} - {"tl", "constexpr"})
-    renamed = source.replace("def scale_kernel", "def my_scale")
+    renamed = source.replace("def relu_kernel", "def my_relu")
     for n in names:
         renamed = re.sub(rf"\b{n}\b", f"{n}_mine", renamed)
-    with pytest.raises(triton_source.Refused, match="course_lib.triton_kernels.scale_kernel"):
-        triton_source.check("my_scale", renamed)
-    body = renamed.split('"""')[-1]                   # after the docstring
-    different = renamed.replace(body, body.replace(" * v", " + v"))   # adds alpha instead of scaling
-    assert different != renamed
-    triton_source.check("my_scale", different)
+    load = "    v = tl.load(x_ptr_mine + idx, mask=inside)\n"
+    assert load in renamed
+    refused = {"renamed": renamed,
+               "a number changed": renamed.replace("tl.maximum(v, 0.0)", "tl.maximum(v, 0.5)"),
+               "another docstring": renamed.replace('"""out[i] = max(x[i], 0)', '"""My own ReLU'),
+               "an unused assignment": renamed.replace(load, load + "    unused = idx * 2 + tl.program_id(0)\n"),
+               "pass and a bare expression": renamed.replace(load, load + "    pass\n    idx + 1\n")}
+    for what, text in refused.items():
+        assert text != source, what
+        with pytest.raises(triton_source.Refused, match=r"course_lib.triton_kernels.relu_kernel \(its names, numbers"):
+            triton_source.check("my_relu", text)
+    passes = {"one working statement added": renamed.replace(load, load + "    v = v + 0.0\n"),
+              "an operator changed": renamed.replace("tl.maximum(v, 0.0)", "tl.minimum(v, 0.0)")}
+    for what, text in passes.items():
+        assert text != renamed, what
+        triton_source.check("my_relu", text)

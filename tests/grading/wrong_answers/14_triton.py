@@ -5,7 +5,9 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 A missing or wrong mask fails with the interpreter's out-of-bounds message (``triton_traffic``);
-loading a block twice breaks a byte budget; numerical mistakes fail the comparison with torch.
+loading a block twice breaks a byte budget; numerical mistakes fail the comparison with torch;
+a tensor over the matmul's bound on blocks stops the kernel, and so does a tensor given to a
+tl.constexpr parameter.
 
 ``LIBRARY_CALLS`` holds, per solution cell, the answer of a student who leans on the library
 instead: a Python object that "launches" by calling torch's own operation (refused by the
@@ -58,6 +60,12 @@ WRONG_ANSWERS = {
           ('    v = x + b[None, :]', '    v = x + b[:, None]')]),
         # only rows are masked: columns past n_cols spill into the next row and past the end
         ('    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)', '    mask = (rows[:, None] < n_rows) & (cols[None, :] >= 0)'),
+        # x and b as tl.constexpr: the interpreter hands over the torch tensors, the kernel zeroes them
+        # (the test's gelu(x + b) is then 0) and loads out, still zeros: full marks until such a
+        # launch was refused (issue 35)
+        [('def bias_gelu_kernel(x_ptr, b_ptr,', 'def bias_gelu_kernel(x_ptr: tl.constexpr, b_ptr: tl.constexpr,'),
+         ('    rows = ', '    x_ptr *= 0.0\n    b_ptr *= 0.0\n    rows = '),
+         ('tl.load(x_ptr + offs', 'tl.load(out_ptr + offs'), ('tl.load(b_ptr + cols', 'tl.load(out_ptr + cols')],
     ],
     'ex4_matmul': [
         # float16 accumulator: every partial sum rounded to 11 bits
@@ -69,6 +77,10 @@ WRONG_ANSWERS = {
         # strides of a swapped: a is read transposed
         ('a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak',
          'a_ptr + rm[:, None] * stride_ak + (k + rk)[None, :] * stride_am'),
+        # no K loop: all of K (up to 64) in one block, the honest bytes, over the spec's bound of one
+        # BLOCK_M x BLOCK_N tile per tensor (issue 35)
+        [('    rk = tl.arange(0, BLOCK_K)\n', '    rk = tl.arange(0, 64)\n'),
+         ('    for k in range(0, K, BLOCK_K):\n', '    for k in range(0, 1):\n')],
     ],
 }
 

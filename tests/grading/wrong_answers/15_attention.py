@@ -6,7 +6,9 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 Numerical mistakes fail the comparison with softmax (NumPy) or with torch's
 scaled_dot_product_attention; loading more than a fused kernel needs breaks the byte budget
-counted in Triton's interpreter; a wrong prediction of the bytes fails against the counter.
+counted in Triton's interpreter; a wrong prediction of the bytes fails against the counter;
+a tensor wider than the exercise's bound on blocks stops the kernel, and so does a tensor
+given to a tl.constexpr parameter.
 
 ``LIBRARY_CALLS`` holds, per solution cell, the answer of a student who leans on the library:
 the lecture's 1-D online softmax applied to one block (it cannot carry the running state), the
@@ -45,6 +47,18 @@ WRONG_ANSWERS = {
         # the query block loaded again for every block of keys
         ('        s = tl.dot(q, tl.trans(k)',
          '        s = tl.dot(tl.load(q_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0), tl.trans(k)'),
+        # no key loop: every key (up to 128) in one block, loaded up to the causal end (the honest bytes):
+        # full marks until the exercise bounded its blocks to one BLOCK_M x BLOCK_D tile (issue 35)
+        [('    for start in range(0, end, BLOCK_N):\n        keys = start + tl.arange(0, BLOCK_N)\n'
+          '        kv_mask = (keys[:, None] < n) & (cols[None, :] < d)\n',
+          '    for start in range(0, 1):\n        keys = tl.arange(0, 128)\n'
+          '        kv_mask = (keys[:, None] < n) & (keys[:, None] < end) & (cols[None, :] < d)\n')],
+        # q, k and v as tl.constexpr: the interpreter hands over the torch tensors, the kernel zeroes them
+        # (o = 0 is then right) and loads o, still zeros: full marks until such a launch was refused (issue 35)
+        [('def attention_kernel(q_ptr, k_ptr, v_ptr,',
+          'def attention_kernel(q_ptr: tl.constexpr, k_ptr: tl.constexpr, v_ptr: tl.constexpr,'),
+         ('    rows = ', '    q_ptr *= 0.0\n    k_ptr *= 0.0\n    v_ptr *= 0.0\n    rows = '),
+         ('tl.load(q_ptr', 'tl.load(o_ptr'), ('tl.load(k_ptr', 'tl.load(o_ptr'), ('tl.load(v_ptr', 'tl.load(o_ptr')],
     ],
     'ex3_bytes': [
         # causal ignored: every program counted as reading all n rows of k and v

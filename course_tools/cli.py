@@ -166,8 +166,9 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("release", help="nbgrader student versions into release/")
     r.add_argument("lessons", nargs="?", help="comma-separated lessons (default: all)")
     r.add_argument("--force", action="store_true",
-                   help="replace a release/NN_name/exercises.ipynb that holds work (it is kept beside the new one "
-                        "as exercises.yours-<date>-<time>.ipynb); without it such a file is never touched")
+                   help="replace a release/NN_name/exercises.ipynb that holds work (it is moved out of release/, "
+                        "to build/kept/NN_name/exercises.yours-<date>-<time>.ipynb); without it such a file is "
+                        "never touched")
     r.set_defaults(func=cmd_release)
     g = sub.add_parser("grade", help="autograde the submissions of one lesson")
     g.add_argument("lesson")

@@ -29,7 +29,9 @@ def cmd_release(args) -> int:
         try:
             if problem:
                 raise CourseError(problem)
-            folder = release(_root_course(), lesson.name, force=getattr(args, "force", False))
+            step = f"[{n}/{len(lessons)}] {lesson.name}"
+            folder = release(_root_course(), lesson.name, force=getattr(args, "force", False),
+                             on_kept=lambda old, new, step=step: say(f"{step}: {_shown(old)} moved to {_shown(new)}"))
         except ReleaseKept as exc:
             kept.append(lesson.name)
             say(f"[{n}/{len(lessons)}] {lesson.name}: KEPT: {exc}")
@@ -43,9 +45,14 @@ def cmd_release(args) -> int:
     if failed or kept:
         raise CourseError("; ".join(
             ([f"no student version for {', '.join(failed)} (see the lines above)"] if failed else []) +
-            ([f"not replaced, because they hold work: {', '.join(kept)} (see the lines above; --force replaces "
-              "them and keeps each old file beside the new one)"] if kept else [])))
+            ([(f"not replaced, because they hold work: {', '.join(kept)} (see the lines above; --force "
+               "replaces them and moves each old file to build/kept/NN_name/)")] if kept else [])))
     return 0
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the course folder when it lies in it."""
+    return str(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
 
 
 def cmd_grade(args) -> int:
@@ -53,10 +60,10 @@ def cmd_grade(args) -> int:
     CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
     gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
     fault or bad input; 2 when no sandbox is available and the grader did not accept that."""
+    from .grading import sandbox as grading_sandbox
+    from .grading.grade import grade_lesson, merge_lesson
     from .grading.nbgrader_course import GradingError
     from .grading.sandbox import Limits, SandboxUnavailable, limits_in_force
-    from .grading.grade import grade_lesson, merge_lesson
-    from .grading import sandbox as grading_sandbox
     from .paths import lesson_dirs
 
     try:

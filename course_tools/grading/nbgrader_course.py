@@ -94,30 +94,38 @@ class ReleaseKept(GradingError):
     """``release/LESSON/exercises.ipynb`` holds someone's work: it was kept, nothing written."""
 
 
-def release(course: CourseDir, lesson: str, force: bool = False) -> Path:
+def kept_folder(root: Path, lesson: str) -> Path:
+    """Where ``release --force`` keeps the work it replaced: ``build/kept/<lesson>/``, outside
+    ``release/`` (``nbgrader release_assignment`` sends every file of ``release/<lesson>/`` to
+    every student, who would submit it back)."""
+    return root / "build" / "kept" / lesson
+
+
+def release(course: CourseDir, lesson: str, force: bool = False, on_kept=None) -> Path:
     """Generate the student version of ``lesson`` (solutions and hidden tests removed) into
     ``release/LESSON/``, never over a student's work: an ``exercises.ipynb`` already there is
     replaced only when its cells are those of a student version this course generated (the
     last one recorded, or the one it would generate now; outputs aside), else ``ReleaseKept``
     is raised and the file is untouched. With ``force`` the new version is written and the old
-    file kept beside it as ``exercises.yours-YYYYmmdd-HHMMSS.ipynb``.
+    file moved to ``build/kept/LESSON/exercises.yours-YYYYmmdd-HHMMSS.ipynb`` (``kept_folder``),
+    as is any ``exercises.yours-*.ipynb`` an earlier release left in ``release/LESSON/``: that
+    folder then holds only what nbgrader generates. ``on_kept(old, new)`` is told of each move.
 
     The version is generated once, as the grader's trusted copy (``student_version``), and
     copied from there into ``release/``: students work in that copy, the grader never reads it."""
     folder = course.root / "release" / lesson
     target = folder / f"{GRADED_NOTEBOOK}.ipynb"
-    if os.path.lexists(target) and not _generated_here(course, lesson, target):
-        if not force:
-            shown = target.relative_to(course.root) if target.is_relative_to(course.root) else target
-            raise ReleaseKept(f"{shown} differs from the student version (someone's answers?) and was kept; "
-                              f"`course release {lesson[:2]} --force` writes the new version and keeps this one "
-                              f"beside it as {GRADED_NOTEBOOK}.yours-<date>-<time>.ipynb")
-        import time
-
-        kept = folder / f"{GRADED_NOTEBOOK}.yours-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
-        while os.path.lexists(kept):
-            kept = kept.with_name(kept.name.replace(".ipynb", "-1.ipynb"))
-        os.replace(target, kept)
+    replaced = os.path.lexists(target) and not _generated_here(course, lesson, target)
+    if replaced and not force:
+        shown = target.relative_to(course.root) if target.is_relative_to(course.root) else target
+        raise ReleaseKept(f"{shown} differs from the student version (someone's answers?) and was kept; "
+                          f"`course release {lesson[:2]} --force` writes the new version and moves this one "
+                          f"to build/kept/{lesson}/{GRADED_NOTEBOOK}.yours-<date>-<time>.ipynb")
+    old_work = sorted(folder.glob(f"{GRADED_NOTEBOOK}.yours-*.ipynb")) + ([target] if replaced else [])
+    for old in old_work:
+        new = _keep_aside(old, kept_folder(course.root, lesson))
+        if on_kept:
+            on_kept(old, new)
     key = _source_key(course, lesson)
     with _generation_folder(course) as work:
         generated = _generate(course, lesson, work)
@@ -125,6 +133,21 @@ def release(course: CourseDir, lesson: str, force: bool = False) -> Path:
         shutil.copytree(generated, folder, dirs_exist_ok=True)
     record_release(course.root, lesson, target)
     return folder
+
+
+def _keep_aside(old: Path, kept: Path) -> Path:
+    """Move ``old`` into the folder ``kept`` (made), under a name no file there has: its own
+    when it is already an ``exercises.yours-<date>-<time>.ipynb``, else that name with the time now."""
+    import time
+
+    kept.mkdir(parents=True, exist_ok=True)
+    name = old.name if old.name.startswith(f"{GRADED_NOTEBOOK}.yours-") else \
+        f"{GRADED_NOTEBOOK}.yours-{time.strftime('%Y%m%d-%H%M%S')}.ipynb"
+    new = kept / name
+    while os.path.lexists(new):
+        new = new.with_name(new.name.replace(".ipynb", "-1.ipynb"))
+    shutil.move(old, new)   # os.replace, or a copy where build/ is on another file system
+    return new
 
 
 def trusted_paths(root: Path, lesson: str) -> tuple[Path, Path]:

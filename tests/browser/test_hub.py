@@ -3,8 +3,9 @@
 The hub of hub/ runs on loopback with one instructor and two students, local accounts made
 for the test. Headless Chromium (Debian's, driven by Playwright) does what people would do:
 
-1. the instructor, in a JupyterLab terminal, releases lesson 01 (`course release 01`,
-   `nbgrader release_assignment`) into the exchange;
+1. the instructor, who tried the exercises in release/ (answers saved there), releases lesson
+   01 in a JupyterLab terminal (`course release 01 --force`, `nbgrader release_assignment`)
+   into the exchange, which then holds the student version alone;
 2. each student logs in, fetches it in the nbgrader assignment list, opens the notebook,
    pastes answers into the solution cells (one student the reference solutions, the other a
    wrong answer to exercise 1), saves and submits;
@@ -341,6 +342,18 @@ def answers(wrong: bool) -> dict[str, str]:
     return cells
 
 
+def _tried_in_release(course: Path, owner: str) -> bytes:
+    """The lesson's notebook with its solutions, saved by ``owner`` in the course's
+    ``release/LESSON/`` as an instructor who tried the exercises there leaves it; its bytes."""
+    folder = course / "release" / LESSON
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(course / "notebooks" / LESSON / "exercises.ipynb", folder / "exercises.ipynb")
+    entry = pwd.getpwnam(owner)
+    for path in (course / "release", folder, folder / "exercises.ipynb"):
+        os.chown(path, entry.pw_uid, entry.pw_gid)
+    return (folder / "exercises.ipynb").read_bytes()
+
+
 def _feedback_score(html: str) -> tuple[float, float]:
     """(score, max score) from the heading of the feedback page `course grade` writes."""
     found = re.search(r"Feedback:\s*([\d.]+)\s*/\s*([\d.]+)\s*points", html)
@@ -354,13 +367,20 @@ def test_a_class_on_the_hub_release_submit_grade_feedback(browser, hub):
         old.unlink()
     course, exchange = hub["course"], hub["exchange"]
 
-    # 1. the instructor releases lesson 01 into the exchange
+    # 1. the instructor, who tried the exercises in release/ (their answers saved there),
+    # releases lesson 01 again with --force and then into the exchange: the class gets the
+    # student version alone, the instructor's answers are kept outside release/
+    tried = _tried_in_release(course, INSTRUCTOR)
     teacher = Person(browser, hub, INSTRUCTOR)
     teacher.log_in("01-instructor")
     teacher.shot("01-instructor-lab")
-    teacher.terminal(f"course release 01 && nbgrader release_assignment {LESSON}", "release",
-                     "02-instructor-release")
-    assert (exchange / COURSE_ID / "outbound" / LESSON / "exercises.ipynb").exists()
+    said = teacher.terminal(f"course release 01 --force && nbgrader release_assignment {LESSON}", "release",
+                            "02-instructor-release")
+    outbound = exchange / COURSE_ID / "outbound" / LESSON
+    assert sorted(p.name for p in outbound.iterdir()) == ["exercises.ipynb"], sorted(outbound.iterdir())
+    assert "### BEGIN SOLUTION" not in (outbound / "exercises.ipynb").read_text()
+    kept = list((course / "build" / "kept" / LESSON).glob("exercises.yours-*.ipynb"))
+    assert [k.read_bytes() for k in kept] == [tried] and f"moved to build/kept/{LESSON}/" in said, said
 
     # 2. each student fetches, answers, saves and submits
     for step, user, wrong in (("03", RIGHT, False), ("04", WRONG, True)):

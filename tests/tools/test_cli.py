@@ -8,8 +8,8 @@ from course_tools import benchmarks, cli
 
 
 def run_course(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "course_tools.cli", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "course_tools.cli", *args], check=False,
+                          capture_output=True, text=True, timeout=timeout)
 
 
 def test_doctor_json_without_gpu_says_simulator_and_numpy(has_gpu):
@@ -224,11 +224,20 @@ def test_release_never_overwrites_a_students_answers(student_course, capsys):
     assert "release/00_setup/exercises.ipynb differs from the student version" in err
     assert "course release 00 --force" in err
     assert list(released.parent.glob("exercises.yours-*")) == []
-    # --force writes the new version and keeps the student's file beside it
-    assert cli.main(["release", "00", "--force"]) == 0, capsys.readouterr().err
-    kept = list(released.parent.glob("exercises.yours-*.ipynb"))
+    # --force writes the new version and moves the student's file out of release/, where
+    # `nbgrader release_assignment` would send it to the whole class: the folder holds only the exercises
+    assert cli.main(["release", "00", "--force"]) == 0
+    err = capsys.readouterr().err
+    kept = list((student_course / "build" / "kept" / "00_setup").glob("exercises.yours-*.ipynb"))
     assert len(kept) == 1 and kept[0].read_bytes() == saved
+    assert f"release/00_setup/exercises.ipynb moved to build/kept/00_setup/{kept[0].name}" in err
     assert "an hour of work" not in released.read_text()
+    assert sorted(p.name for p in released.parent.iterdir()) == ["exercises.ipynb"]
+    # a file an earlier version kept in release/ leaves it at the next release, named as it was
+    (released.parent / "exercises.yours-20250101-120000.ipynb").write_bytes(saved)
+    assert cli.main(["release", "00"]) == 0, capsys.readouterr().err
+    assert sorted(p.name for p in released.parent.iterdir()) == ["exercises.ipynb"]
+    assert (kept[0].parent / "exercises.yours-20250101-120000.ipynb").read_bytes() == saved
 
 
 def test_build_and_readme_say_what_release_does(tmp_path):

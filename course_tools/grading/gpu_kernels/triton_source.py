@@ -17,8 +17,11 @@ Refused, with a plain reason (:class:`Refused`): imports, names and attributes s
 ``global``/``nonlocal``, ``lambda``, nested ``def``/``class``, ``with``, ``try``, ``raise``,
 comprehensions, f-strings, slices other than ``:``, default values, annotations other than
 ``tl.constexpr``, and decorators other than a bare ``@triton.jit`` (autotuning is the grader's
-choice). A kernel that loops for ever is stopped by the checker's per-cell deadline; a grid is
-bounded by ``triton_traffic.MAX_PROGRAMS``, a block by ``MAX_BLOCK``.
+choice). Which parameters may be ``tl.constexpr`` is known only at launch: ``triton_traffic``
+refuses a tensor given to one (the interpreter would hand over the torch tensor itself). A
+kernel that loops for ever is stopped by the checker's per-cell deadline; a grid is bounded by
+``triton_traffic.MAX_PROGRAMS``, every tensor a kernel makes by ``MAX_BLOCK`` elements (or the
+tighter ``block_limit`` an exercise's launch gives).
 
 Also refused: a kernel that is one of the course library's own ``@triton.jit`` kernels (the
 lectures' reference kernels in ``course_lib``) under another name, with its names, numbers or

@@ -34,7 +34,8 @@ from .nbgrader_course import CourseDir, GradingError, student_version
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
-from .intake import STUDENT_NAME, copy_files, import_submissions, inspect_folder, read_timestamp
+from .intake import (STUDENT_NAME, copy_files, import_submissions, inspect_folder, notebook_notes, odd_folder_name,
+                     read_timestamp)
 from .submission import (SubmissionProblem, _nb_meta, is_test_cell, lesson_marks, read_submission,
                          refuse_other_lesson, restore_test_cells)
 from .wire import valid_text
@@ -144,6 +145,7 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
     try:
         outcome.reasons += ctx.get("intake_notes", {}).get(student, [])
         files = inspect_folder(folder)
+        outcome.reasons += notebook_notes(files)  # exercises.ipynb, or the near match named when missing
         nb, notes = read_submission(folder / f"{GRADED_NOTEBOOK}.ipynb")  # metadata checked and reduced
         nb = valid_text(nb)  # its JSON may spell lone surrogates, which no kernel message or file can hold
         outcome.reasons += notes
@@ -196,7 +198,7 @@ def _take_in(course: CourseDir, lesson: str, submissions: Path | None, progress:
     if taken is None:  # the class in submitted/ (nbgrader collect, or earlier --submissions runs)
         for name in present:  # put there by hand rather than by --submissions
             if not STUDENT_NAME.fullmatch(name):
-                refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+                refused[repr(name)[1:-1]] = odd_folder_name(name)
         return refused, intake_notes, sorted({n for n in present if STUDENT_NAME.fullmatch(n)} | set(refused))
     everyone = sorted(set(taken) | set(refused))  # others in submitted/ keep what they have
     others = len({n for n in present if STUDENT_NAME.fullmatch(n)} - set(everyone))

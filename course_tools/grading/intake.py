@@ -1,8 +1,12 @@
 """Step 1 of grading, the folder: a submission is a folder of regular files with plain names and
 bounded sizes; anything else (a symbolic link anywhere, a device, a pipe, a socket, an odd name,
 too many or too large files) is refused for that student with the reason, and nothing of it is
-copied or read. The student's files are copied (regular files only, opened without following
-links) for the sandbox; the notebook among them is read by ``submission``.
+copied or read. What tools leave beside the work (``TOOL_LITTER``: Jupyter's checkpoints, ...)
+is ignored, wherever it lies. The student's files are copied (regular files only, opened without
+following links) for the sandbox; the notebook among them (``exercises.ipynb``, chosen over a
+near-duplicate such as ``exercises (1).ipynb``, or named as the near match when it is missing:
+``notebook_notes``) is read by ``submission``. Refusals say how to fix what they refuse: a
+folder name that is no student id gets one suggested, an archive is called one.
 
 The submission time is the grader's: ``import_submissions`` writes ``timestamp.txt`` with the
 time it took the files in (a ``timestamp.txt`` of the student's own is never copied), and keeps
@@ -22,12 +26,20 @@ from ..paths import GRADED_NOTEBOOK
 from .nbgrader_course import CourseDir
 from .submission import MAX_FILE_BYTES, SubmissionProblem, file_kind, read_regular
 
-
-PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@ -]{0,99}")
+PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@ ()-]{0,99}")   # ( ): a browser's "exercises (1).ipynb"
 STUDENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
 MAX_FILES = 200                 # files and folders in one submission
 MAX_TOTAL_BYTES = 60 * 2**20    # the whole submission
 MAX_DEPTH = 6                   # folder nesting
+# What tools leave beside a student's work, ignored by name wherever it lies (in a submission or
+# a class folder): never listed, read, copied or counted, whatever it is (a link included), so
+# it can neither refuse a submission nor reach the sandbox. Jupyter's autosaved copies
+# (.ipynb_checkpoints/, made as soon as a notebook is saved), Python's compiled modules
+# (__pycache__/, made when a notebook imports a module of its folder), macOS's Finder file
+# (.DS_Store) and its zip tool's resource forks (__MACOSX/), Windows Explorer's Thumbs.db.
+TOOL_LITTER = frozenset({".ipynb_checkpoints", "__pycache__", ".DS_Store", "__MACOSX", "Thumbs.db"})
+ARCHIVES = (((".zip",), "a zip archive"), ((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"), "a tar archive"),
+            ((".7z", ".rar"), "an archive"))
 
 
 def inspect_folder(folder: Path) -> list[tuple[str, int]]:
@@ -46,9 +58,11 @@ def inspect_folder(folder: Path) -> list[tuple[str, int]]:
         with os.scandir(path) as entries:
             for entry in entries:
                 name = entry.name
+                if name in TOOL_LITTER:
+                    continue
                 shown = (rel + "/" + name).lstrip("/")
                 if not PLAIN_NAME.fullmatch(name) or name.strip() != name:
-                    raise SubmissionProblem(f"refused: the file name {shown!r} is not plain (letters, digits, . _ - + @ and spaces)")
+                    raise SubmissionProblem(f"refused: the file name {shown!r} is not plain (letters, digits, . _ - + @ ( ) and spaces)")
                 count += 1
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode):
@@ -66,6 +80,49 @@ def inspect_folder(folder: Path) -> list[tuple[str, int]]:
                 if count > MAX_FILES or total > MAX_TOTAL_BYTES:
                     raise SubmissionProblem(f"refused: more than {MAX_FILES} files or {MAX_TOTAL_BYTES / 2**20:g} MiB")
     return sorted(files)
+
+
+def archive_kind(name: str) -> str | None:
+    """"a zip archive" (or "a tar archive", "an archive") when the file name says it is one."""
+    lower = name.lower()
+    return next((kind for suffixes, kind in ARCHIVES if lower.endswith(suffixes)), None)
+
+
+def notebook_notes(files) -> list[str]:
+    """Notes for the row about which notebook of ``files`` (``inspect_folder``'s list) is graded:
+    ``exercises.ipynb``, naming the near-duplicates beside it that are not (``exercises (1).ipynb``,
+    ``exercises-Copy1.ipynb``, ``Exercises.ipynb``); SubmissionProblem when it is missing, naming
+    what it may be (a notebook of another name, an archive) and how to make it the one graded."""
+    wanted = f"{GRADED_NOTEBOOK}.ipynb"
+    names = [rel for rel, _ in files]
+    like = [rel for rel in names if rel != wanted and _looks_like_the_notebook(rel)]
+    if wanted in names:
+        return [f"graded {wanted}; {_and(like)} beside it {'was' if len(like) == 1 else 'were'} not graded"] \
+            if like else []
+    notebooks = like + [rel for rel in names if rel not in like and ".ipynb" in rel.rsplit("/", 1)[-1].lower()]
+    archives = [rel for rel in names if archive_kind(rel)]
+    if notebooks:
+        fix = ("rename it to" if "/" not in notebooks[0] else "move it to the top of the folder as") \
+            if len(notebooks) == 1 else "rename the one to grade to"
+        raise SubmissionProblem(f"missing file {wanted}; found {_and(notebooks)}: {fix} {wanted}")
+    if archives:
+        raise SubmissionProblem(f"missing file {wanted}; found {archives[0]}, {archive_kind(archives[0])}: "
+                                f"unpack it into the student's folder, {wanted} at its top")
+    raise SubmissionProblem(f"missing file {wanted}")
+
+
+def _looks_like_the_notebook(rel: str) -> bool:
+    """Whether a file's name is the graded notebook's, give or take its case, a copy's suffix or an
+    extension: ``Exercises.ipynb``, ``exercises (1).ipynb``, ``exercises-Copy1.ipynb``, ``exercises.ipynb.txt``."""
+    base = rel.rsplit("/", 1)[-1].lower()
+    return base.startswith(GRADED_NOTEBOOK) and ".ipynb" in base
+
+
+def _and(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and 2 more``."""
+    if len(names) <= 2:
+        return " and ".join(names)
+    return f"{', '.join(names[:2])} and {len(names) - 2} more"
 
 
 def copy_files(folder: Path, target: Path, files, uid: int | None = None) -> Path:
@@ -125,7 +182,7 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
     folder_problem(submissions)
     for student_dir in sorted(Path(submissions).iterdir()):
         name = student_dir.name
-        if name.startswith("."):
+        if name.startswith(".") or name in TOOL_LITTER:
             continue
         top = os.lstat(student_dir)
         if not stat.S_ISDIR(top.st_mode):  # a stray file: its own refused row, the class goes on
@@ -134,7 +191,7 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
                 _remove(course, name, lesson)
             continue
         if not STUDENT_NAME.fullmatch(name):
-            refused[repr(name)[1:-1]] = "refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+            refused[repr(name)[1:-1]] = odd_folder_name(name)
             continue
         src = student_dir / lesson if os.path.lexists(student_dir / lesson) else student_dir
         target = course.root / "submitted" / name / lesson
@@ -161,11 +218,33 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
     return refused, notes, taken
 
 
+def odd_folder_name(name: str) -> str:
+    """Why a student folder named ``name`` is refused, with the ids it could be renamed to."""
+    ids = suggested_ids(name)
+    return ("refused: the folder name is not a plain student id (letters, digits, . _ - @)"
+            + (f": rename the folder to {' or '.join(ids)}" if ids else ""))
+
+
+def suggested_ids(name: str) -> list[str]:
+    """Plain student ids made of ``name``'s words (accents dropped, lower case), joined by _ and
+    by .: ``Jane Doe`` -> [jane_doe, jane.doe]; none when nothing plain is left."""
+    import unicodedata
+
+    words = re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode().lower())
+    ids = dict.fromkeys(sep.join(words) for sep in ("_", "."))
+    return [i for i in ids if STUDENT_NAME.fullmatch(i)]
+
+
 def _stray_entry(name: str, mode: int) -> str:
     """Why a file at the top of a class folder is refused, and where it belongs."""
     shown = repr(name)[1:-1]
     if not stat.S_ISREG(mode):
         return f"refused: the student's entry is {file_kind(mode)}, not a folder"
+    if archive_kind(name):
+        stem = _archive_stem(name)
+        where = (f"unpack it into {stem}/, as {stem}/{GRADED_NOTEBOOK}.ipynb" if STUDENT_NAME.fullmatch(stem)
+                 else f"unpack it into its student's folder, <student>/{GRADED_NOTEBOOK}.ipynb")
+        return f"refused: {shown} is {archive_kind(name)} at the top of the class folder: {where}"
     if name.endswith(".ipynb"):
         stem = name[:-len(".ipynb")]
         where = (f"put it in {stem}/ as {stem}/{GRADED_NOTEBOOK}.ipynb"
@@ -173,6 +252,13 @@ def _stray_entry(name: str, mode: int) -> str:
                  else f"put it in its student's folder, <student>/{GRADED_NOTEBOOK}.ipynb")
         return f"refused: {shown} is a notebook at the top of the class folder, not in a student folder: {where}"
     return f"refused: {shown} is a file at the top of the class folder, not a student's folder"
+
+
+def _archive_stem(name: str) -> str:
+    """An archive's name without its archive suffix: ``jane.tar.gz`` -> ``jane``."""
+    lower = name.lower()
+    suffix = max((s for suffixes, _ in ARCHIVES for s in suffixes if lower.endswith(s)), key=len)
+    return name[:-len(suffix)]
 
 
 def _holds_notebooks(folder: Path) -> bool:
@@ -192,9 +278,11 @@ def folder_problem(submissions: Path) -> None:
         raise SubmissionProblem(f"--submissions {path}: no such folder (it should hold one folder per student, "
                                 "each with exercises.ipynb)")
     if not path.is_dir():
-        raise SubmissionProblem(f"--submissions {path} is a file, not a folder: give the folder that holds one "
+        what = f"{archive_kind(path.name)}: unpack it and give" if archive_kind(path.name) else \
+            "a file, not a folder: give"
+        raise SubmissionProblem(f"--submissions {path} is {what} the folder that holds one "
                                 "folder per student (DIR/<student>/exercises.ipynb)")
-    entries = [p for p in path.iterdir() if not p.name.startswith(".")]
+    entries = [p for p in path.iterdir() if not p.name.startswith(".") and p.name not in TOOL_LITTER]
     notebooks = sorted(p.name for p in entries if p.name.endswith(".ipynb") and not p.is_dir())
     if notebooks and not any(_holds_notebooks(p) for p in entries):
         raise SubmissionProblem(f"--submissions {path} holds {notebooks[0]} itself, as one student's folder does, "

@@ -29,7 +29,7 @@ MAX_FILE_BYTES = 20 * 2**20     # one file of a submission (bytes)
 
 
 def file_kind(mode: int) -> str:
-    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a named pipe"),
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
                        (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
         if test(mode):
             return word

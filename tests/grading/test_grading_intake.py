@@ -1,5 +1,8 @@
 """Unit tests of the grader's trust boundaries (issue 16): what a submission may contain
-(``submission``) and what data may cross from the student's kernel to the checker (``wire``)."""
+(``submission``) and what data may cross from the student's kernel to the checker (``wire``);
+and (issue 39) a class folder as people and tools leave it, taken in by ``intake`` and graded by
+the real ``grade_lesson``: tool litter ignored, near-matches of exercises.ipynb named, an archive
+called one, a folder name that is no student id given one."""
 import json
 import os
 import socket
@@ -8,8 +11,11 @@ import numpy as np
 import pytest
 import torch
 
-from course_tools.grading import intake, submission, wire
+from course_tools.grading import intake, sandbox, submission, wire
+from course_tools.grading.sandbox import Limits
 from course_tools.grading.submission import SubmissionProblem
+
+LIMITS = Limits(memory_bytes=2**30, processes=64, cell_seconds=60, notebook_seconds=300)
 
 
 def test_read_submission_reasons(tmp_path):
@@ -181,3 +187,111 @@ def test_a_stray_file_in_a_class_folder_is_one_refused_entry_and_the_class_is_ta
         (one_student / "exercises.ipynb").write_text("{}")
         with pytest.raises(SubmissionProblem, match="holds exercises.ipynb itself, as one student's folder does"):
             intake.import_submissions(course, "00_setup", one_student)
+
+
+# ---- a class folder as graders receive one: tool litter, copies, archives, names with spaces ----
+
+def _class_folder(incoming):
+    """A class folder with what people and tools leave in it: ``{student: files}`` (``None``: a folder)."""
+    layout = {
+        "ann/exercises.ipynb": "{}", "ann/.ipynb_checkpoints/exercises-checkpoint.ipynb": "{}",
+        "ann/__pycache__/helpers.cpython-313.pyc": "x", "ann/.DS_Store": "x", "ann/exercises (1).ipynb": "{}",
+        "ann/data/__pycache__/x.pyc": "x",
+        "bob/Exercises.ipynb": "{}",
+        "cid/exercises-Copy1.ipynb": "{}", "cid/exercises (2).ipynb": "{}",
+        "dee/work.zip": "PK\x03\x04",
+        "eve/01_hardware_foundations/exercises.ipynb.txt": "{}",
+        "Jane Doe/exercises.ipynb": "{}",
+        "José Núñez/exercises.ipynb": "{}",
+        "fay.zip": "PK\x03\x04",
+        "__MACOSX/ann/._exercises.ipynb": "x", ".DS_Store": "x",
+    }
+    for rel, text in layout.items():
+        (incoming / rel).parent.mkdir(parents=True, exist_ok=True)
+        (incoming / rel).write_text(text)
+    os.symlink("/etc", incoming / "ann" / "data" / ".ipynb_checkpoints")   # litter is never followed
+
+
+def test_intake_ignores_tool_litter_names_near_matches_and_suggests_ids(tmp_path):
+    from course_tools.grading.nbgrader_course import CourseDir
+
+    incoming = tmp_path / "incoming"
+    _class_folder(incoming)
+    course = CourseDir(tmp_path / "course", tmp_path / "source")
+    refused, _, taken = intake.import_submissions(course, "00_setup", incoming)
+    assert taken == ["ann", "bob", "cid", "dee", "eve"]
+    assert refused == {
+        "Jane Doe": "refused: the folder name is not a plain student id (letters, digits, . _ - @): "
+                    "rename the folder to jane_doe or jane.doe",
+        "José Núñez": "refused: the folder name is not a plain student id (letters, digits, . _ - @): "
+                      "rename the folder to jose_nunez or jose.nunez",
+        "fay.zip": "refused: fay.zip is a zip archive at the top of the class folder: "
+                   "unpack it into fay/, as fay/exercises.ipynb"}
+    submitted = course.root / "submitted"
+    ann = intake.inspect_folder(submitted / "ann" / "00_setup")
+    assert [rel for rel, _ in ann] == ["exercises (1).ipynb", "exercises.ipynb", "timestamp.txt"]  # no litter copied
+    assert intake.notebook_notes(ann) == ["graded exercises.ipynb; exercises (1).ipynb beside it was not graded"]
+    why = {}
+    for student in ("bob", "cid", "dee", "eve"):
+        with pytest.raises(SubmissionProblem) as refusal:
+            intake.notebook_notes(intake.inspect_folder(submitted / student / "00_setup"))
+        why[student] = str(refusal.value)
+    assert why == {
+        "bob": "missing file exercises.ipynb; found Exercises.ipynb: rename it to exercises.ipynb",
+        "cid": "missing file exercises.ipynb; found exercises (2).ipynb and exercises-Copy1.ipynb: "
+               "rename the one to grade to exercises.ipynb",
+        "dee": "missing file exercises.ipynb; found work.zip, a zip archive: unpack it into the student's folder, "
+               "exercises.ipynb at its top",
+        "eve": "missing file exercises.ipynb; found 01_hardware_foundations/exercises.ipynb.txt: "
+               "move it to the top of the folder as exercises.ipynb"}
+    with pytest.raises(SubmissionProblem, match=r"^missing file exercises.ipynb$"):
+        intake.notebook_notes([("notes.txt", 3)])
+    (tmp_path / "class.zip").write_text("PK\x03\x04")
+    with pytest.raises(SubmissionProblem, match="class.zip is a zip archive: unpack it and give the folder"):
+        intake.folder_problem(tmp_path / "class.zip")
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())
+def test_course_grade_takes_a_class_as_people_and_tools_leave_it(tmp_path):
+    """Lesson 00 (frozen) graded by the real path: ann's folder holds Jupyter's checkpoints, a
+    compiled module and a re-downloaded copy beside her notebook (graded, the row names the copy),
+    bob saved his as Exercises.ipynb, Jane's folder is "Jane Doe", cid's work came as a zip: each
+    refusal says how to fix it, and the rest of the class is graded."""
+    import csv
+
+    import nbformat
+    from scratch_course import cell, scratch_course, solutions
+
+    from course_tools.grading.grade import grade_lesson
+
+    lesson = "00_setup"
+    course, source = scratch_course(tmp_path, lesson)
+    blank = nbformat.read(str(tmp_path / "release" / lesson / "exercises.ipynb"), as_version=4)
+    answered = nbformat.from_dict(json.loads(json.dumps(blank)))
+    for grade_id, text in solutions(lesson).items():
+        cell(answered, grade_id).source = text
+    incoming = tmp_path / "incoming"
+    for rel, nb in (("ann/exercises.ipynb", answered), ("ann/exercises (1).ipynb", blank),
+                    ("ann/.ipynb_checkpoints/exercises-checkpoint.ipynb", blank),
+                    ("bob/Exercises.ipynb", answered), ("Jane Doe/exercises.ipynb", answered)):
+        (incoming / rel).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, str(incoming / rel))
+    (incoming / "ann" / "__pycache__").mkdir()
+    (incoming / "ann" / "__pycache__" / "helpers.cpython-313.pyc").write_bytes(b"\0" * 16)
+    (incoming / "cid.zip").write_bytes(b"PK\x03\x04")
+    by = {o.student: o for o in grade_lesson(source / lesson, course=course, submissions=incoming, progress=False,
+                                             feedback=False, limits=LIMITS)}
+    full = by["ann"].max_score
+    assert (by["ann"].status, by["ann"].score) == ("graded", full) and full > 0
+    assert by["ann"].reason == "graded exercises.ipynb; exercises (1).ipynb beside it was not graded"
+    with open(tmp_path / "build" / f"grades_{lesson}.csv", newline="") as fh:
+        rows = {row["student"]: row for row in csv.DictReader(fh)}
+    assert sorted(rows) == ["Jane Doe", "ann", "bob", "cid.zip"]
+    assert rows["ann"]["score"] == f"{full:g}"
+    assert {s: (r["score"], r["reason"]) for s, r in rows.items() if s != "ann"} == {
+        "bob": ("", "missing file exercises.ipynb; found Exercises.ipynb: rename it to exercises.ipynb"),
+        "Jane Doe": ("", ("refused: the folder name is not a plain student id (letters, digits, . _ - @): "
+                         "rename the folder to jane_doe or jane.doe")),
+        "cid.zip": ("", ("refused: cid.zip is a zip archive at the top of the class folder: "
+                        "unpack it into cid/, as cid/exercises.ipynb"))}

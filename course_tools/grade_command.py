@@ -3,6 +3,7 @@ limits it accepts (checked before anything is graded)."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from .command_common import CourseError, notebook_problem, one_lesson, say
@@ -16,8 +17,6 @@ def _root_course():
 
 
 def cmd_release(args) -> int:
-    import time
-
     from .grading.nbgrader_course import GradingError, ReleaseKept, release
     from .paths import lesson_dirs
 
@@ -59,7 +58,9 @@ def cmd_grade(args) -> int:
     """Sandboxed autograding of one lesson's submissions (all, or one shard), then the grades
     CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
     gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
-    fault or bad input; 2 when no sandbox is available and the grader did not accept that."""
+    fault or bad input; 2 when no sandbox is available and the grader did not accept that; 130
+    when interrupted (Ctrl-C: the CSV written says who was not graded). SIGTERM ends it by that
+    signal, after the same CSV."""
     from .grading import sandbox as grading_sandbox
     from .grading.grade import grade_lesson, merge_lesson
     from .grading.nbgrader_course import GradingError
@@ -87,6 +88,7 @@ def cmd_grade(args) -> int:
     if args.submissions and not Path(args.submissions).is_dir():
         print(f"course grade: no submissions folder {args.submissions}", file=sys.stderr)
         return 1
+    started = None
     try:
         if args.merge:
             outcomes = merge_lesson(lesson)
@@ -105,12 +107,16 @@ def cmd_grade(args) -> int:
             print(f"limits: memory and processes bounded {limits_in_force()}"
                   + ("; GPU passed in (no address-space limit)" if args.gpu else "; no GPU inside the sandbox"),
                   file=sys.stderr)
+            started = time.time()
             outcomes = grade_lesson(lesson, submissions=Path(args.submissions) if args.submissions else None,
                                     workers=args.workers, limits=limits, sandbox=sandbox,
                                     feedback=not args.no_feedback, shard=shard)
     except (GradingError, SandboxUnavailable) as exc:
         print(f"course grade: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:   # Ctrl-C: grade_lesson wrote what it had before passing it on
+        print(f"course grade: interrupted (Ctrl-C); {_what_was_written(lesson.name, shard, started)}", file=sys.stderr)
+        return 130
     for o in outcomes:
         got = f"{o.score:g}" if o.score == o.score else ("error" if o.status == "error" else "none")
         print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
@@ -122,6 +128,18 @@ def cmd_grade(args) -> int:
     if not args.no_feedback:
         print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
     return 1 if failed else 0
+
+
+def _what_was_written(lesson: str, shard: tuple[int, int], started: float | None) -> str:
+    """After an interrupted ``course grade``: which results file says who was not graded, if the
+    run wrote one (it does once grading has begun), else that nothing was recorded."""
+    csv = BUILD / f"grades_{lesson}.csv"
+    if shard[1] == 1 and started is not None and csv.is_file() and csv.stat().st_mtime >= started - 1:
+        return f"{_shown(csv)} says which students were not graded"
+    shard_file = BUILD / "grading" / lesson / "shards" / f"{shard[0]}-of-{shard[1]}" / "outcomes.json"
+    if shard[1] > 1 and started is not None and shard_file.is_file() and shard_file.stat().st_mtime >= started - 1:
+        return f"this shard's results ({_shown(shard_file)}) say which students were not graded"
+    return "nothing was graded or recorded"
 
 
 # the limits `course grade` accepts: (flag, attribute, smallest, largest, unit). Below the smallest

@@ -3,9 +3,10 @@ sandboxes (trusted checker + student kernel), feedback, and the results of one s
 (unsharded, or with ``--merge``) the gradebook and one CSV row per student.
 
 Each student is graded on its own: nothing a submission does can stop the others, and the
-CSV is written even when the grader is stopped (SIGTERM: the students not yet graded say so).
+CSV is written even when the grader is stopped (SIGTERM, or SIGINT: Ctrl-C at its terminal; the
+students not yet graded say so), after which it ends as that signal asks.
 Scratch folders live under ``build/grading/.scratch-<host>-<random>-<pid>`` (or ``$TMPDIR/course-grade-...``
-when that path is too long for Unix sockets) and are removed at the end, on SIGTERM, and (for
+when that path is too long for Unix sockets) and are removed at the end, when stopped, and (for
 a grader that was killed outright) by the next run.
 """
 from __future__ import annotations
@@ -296,18 +297,28 @@ def _grade_all(ctx: dict, todo: list[str], workers: int, stop: threading.Event, 
             f.result()
 
 
-def _on_sigterm(stop: threading.Event) -> dict:
-    """In the main thread: SIGTERM stops grading (live sandboxes killed, results so far kept);
-    returns the handlers to put back."""
+STOP_SIGNALS = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT, Ctrl-C"}   # -> how a row names it
+
+
+def _on_sigterm(stop: threading.Event, received: list) -> dict:
+    """In the main thread: SIGTERM or SIGINT (Ctrl-C) stops grading (live sandboxes killed, results
+    so far kept); returns the handlers to put back. Each signal is appended to ``received``; once
+    ``stop`` is set (grading over, the results being written) a signal only waits there, for the
+    caller to deliver once they are written (a second Ctrl-C cannot leave the last run's CSV). The
+    sandboxes run in sessions of their own: a Ctrl-C at the grader's terminal reaches the grader alone."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def on_signal(signum, frame):
+        received.append(signum)
+        if stop.is_set():
+            return
         stop.set()
         sandboxed_process.kill_all()  # the running students' kernels end now; their results are dropped
         raise Stopped(signal.Signals(signum).name)
 
-    return {s: signal.signal(s, on_signal) for s in (signal.SIGTERM,)}
+    # a signal this process was started ignoring (a job sent to the background) stays ignored
+    return {s: signal.signal(s, on_signal) for s in STOP_SIGNALS if signal.getsignal(s) is not signal.SIG_IGN}
 
 
 def _grade_shard(ctx: dict, mine: list[str], refused: dict, reference_student: str | None, workers: int,
@@ -350,10 +361,31 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     scratch, out = _shard_folders(course, lesson, index, count)
     ctx = {**_lesson_context(course, lesson, blank_nb, limits, sandbox, feedback, scratch, out),
            "intake_notes": intake_notes}
-    max_score = ctx["max_score"]
     done: dict[str, Outcome] = {}
-    stop = threading.Event()
-    previous = _on_sigterm(stop)
+    stop, received = threading.Event(), []
+    previous = _on_sigterm(stop, received)
+    try:
+        failure = _grade_and_write_shard(ctx, mine, refused, reference_student, workers, stop, done, progress)
+        merged = None
+        if merge_after if merge_after is not None else count == 1:
+            if feedback:
+                mathjax_into(course.root / "feedback")
+            merged = merge(course, lesson, ctx["cell_ids"], ctx["max_score"])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if received:  # results written: now end as the signal asked (default action or old handler:
+        # SIGTERM's ends the process, SIGINT's raises KeyboardInterrupt, which `course grade` ends with 130)
+        signal.raise_signal(received[0])
+    if failure:
+        raise GradingError(f"{failure} (the CSV says which students were not graded)" if merged is not None else failure)
+    return merged if merged is not None else [done[s] for s in mine]
+
+
+def _grade_and_write_shard(ctx: dict, mine: list[str], refused: dict, reference_student: str | None, workers: int,
+                           stop: threading.Event, done: dict, progress: bool) -> str:
+    """``_grade_shard``, then this shard's results written whatever happened: a student not graded
+    says why (stopped by a signal, or the grader's fault: returned, "" when none)."""
     complete, failure, stopped_by = False, "", None
     sandboxed_process.STOPPING.clear()
     try:
@@ -365,26 +397,16 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     except (SandboxUnavailable, GradingError) as exc:  # the grader's own fault: say so in every row
         failure = f"{type(exc).__name__}: {exc}"
     finally:
-        stop.set()
+        stop.set()   # from here a signal waits until the results are written
         sandboxed_process.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
         sandboxed_process.STOPPING.clear()
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        why = f"grader error: {failure[:300]}" if failure else "not graded: the grader was stopped (SIGTERM) before this submission"
-        done.update({s: Outcome(s, status="error", score=float("nan"), max_score=max_score, reasons=[why])
+        by = f" ({STOP_SIGNALS[stopped_by]})" if stopped_by else ""   # else a fault that ends the grader
+        why = f"grader error: {failure[:300]}" if failure else f"not graded: the grader was stopped{by} before this submission"
+        done.update({s: Outcome(s, status="error", score=float("nan"), max_score=ctx["max_score"], reasons=[why])
                      for s in mine if s not in done})
-        write_shard(out, [done[s] for s in mine], complete)
-        shutil.rmtree(scratch, ignore_errors=True)
-    merged = None
-    if merge_after if merge_after is not None else count == 1:
-        if feedback:
-            mathjax_into(course.root / "feedback")
-        merged = merge(course, lesson, ctx["cell_ids"], max_score)
-    if stopped_by:  # results written: now end as the signal asked (default action or old handler)
-        signal.raise_signal(stopped_by)
-    if failure:
-        raise GradingError(f"{failure} (the CSV says which students were not graded)" if merged is not None else failure)
-    return merged if merged is not None else [done[s] for s in mine]
+        write_shard(ctx["out"], [done[s] for s in mine], complete)
+        shutil.rmtree(ctx["scratch"], ignore_errors=True)
+    return failure
 
 
 def merge_lesson(lesson_dir: Path, course: CourseDir | None = None) -> list[Outcome]:

@@ -165,13 +165,13 @@ def test_a_failing_grader_keeps_every_earlier_score(course, capsys):
 
     working = grade_mod.execute_submission
     course["mp"].setattr(grade_mod, "execute_submission", broken)
-    try:   # the whole class in submitted/: alice, bob, and carl and erin, whose folders were taken in
+    try:   # the whole class in submitted/: alice, bob, and carl, dora and erin, whose folders were taken in
         rc, out, err = _grade(capsys, *LIMITS)
     finally:
         course["mp"].setattr(grade_mod, "execute_submission", working)
     assert rc == 1, out + err
     rows = _csv(root)
-    assert sorted(rows) == ["alice", "bob", "carl", "erin"]
+    assert sorted(rows) == ["alice", "bob", "carl", "dora", "erin"]
     for student in ("alice", "bob"):
         assert rows[student]["score"] == "" and "grader error: RuntimeError" in rows[student]["reason"]
         assert "the gradebook keeps the earlier score 10" in rows[student]["reason"], rows[student]

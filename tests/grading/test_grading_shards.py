@@ -1,6 +1,7 @@
 """Grading past one machine and past a crash (issue 16): two shards merged equal one run; a
-re-grade never shows an old score; SIGTERM leaves a CSV that says what happened, a consistent
-gradebook and no scratch files. Lesson 01, three kinds of submission."""
+re-grade never shows an old score; SIGTERM, and Ctrl-C at `course grade`'s terminal (issue 39),
+leave a CSV that says what happened, a consistent gradebook and no scratch files. Lesson 01,
+three kinds of submission."""
 import copy
 import csv
 import os
@@ -133,7 +134,7 @@ def test_sigterm_leaves_a_true_csv_a_consistent_gradebook_and_no_scratch(tmp_pat
     while not (pages.exists() and len(list(pages.glob("*.html"))) >= 2) and time.monotonic() < deadline:
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     rows = _rows(course)
     assert [r["student"] for r in rows] == sorted(students), err.decode()[-2000:]
     stopped = [r for r in rows if "stopped (SIGTERM)" in r["reason"]]
@@ -153,3 +154,56 @@ def _is_ours(proc_dir: Path, root: Path) -> bool:
         return str(root).encode() in (proc_dir / "cmdline").read_bytes()
     except OSError:
         return False
+
+
+COURSE_GRADE = """
+import signal
+import sys
+from pathlib import Path
+from course_tools import cli, grade_command, paths
+from course_tools.grading import grade
+signal.signal(signal.SIGINT, signal.default_int_handler)   # as a shell gives its foreground job
+root = Path(sys.argv[1])
+for module, name, value in ((paths, "NOTEBOOKS", root / "source"), (grade_command, "NOTEBOOKS", root / "source"),
+                            (grade_command, "REPO", root), (grade_command, "BUILD", root / "build"),
+                            (cli, "REPO", root), (cli, "RELEASE", root / "release"), (cli, "BUILD", root / "build"),
+                            (grade, "REPO", root), (grade, "NOTEBOOKS", root / "source")):
+    setattr(module, name, value)
+sys.exit(cli.main(["grade", "01", "--submissions", str(root / "incoming"), "--cell-timeout", "30",
+                   "--notebook-timeout", "200", "--memory-gib", "1"]))
+"""
+
+
+def test_ctrl_c_at_the_graders_terminal_leaves_a_true_csv_and_exits_130(tmp_path):
+    """`course grade 01` in a terminal of its own (session and process group, as a shell's
+    foreground job), Ctrl-C once the first student is graded: SIGINT goes to the whole group.
+    The previous run's CSV said "graded normally" for everyone; the new one says who was not
+    graded, and the command ends with one line and 130, as Ctrl-C asks."""
+    students = {f"s{i}": "honest" for i in range(6)}
+    course = _course(tmp_path, students)
+    csv_file = course.root / "build" / f"grades_{LESSON}.csv"
+    csv_file.parent.mkdir(parents=True, exist_ok=True)
+    csv_file.write_text("student,score,max_score,seconds,reason\n"
+                        + "".join(f"{s},14,14,1.0,graded normally\n" for s in students))   # the last run's
+    proc = subprocess.Popen([sys.executable, "-c", COURSE_GRADE, str(course.root)], cwd=REPO, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    pages = course.root / "build" / "grading" / LESSON / "shards" / "0-of-1" / "feedback"
+    deadline = time.monotonic() + 300  # a student's page is its last step: the first is done for sure
+    while not (pages.exists() and any(pages.glob("*.html"))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)   # what the terminal does on Ctrl-C
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == (f"course grade: interrupted (Ctrl-C); build/grades_{LESSON}.csv "
+                                            "says which students were not graded"), err[-2000:]
+    assert "Traceback" not in err
+    rows = _rows(course)
+    assert [r["student"] for r in rows] == sorted(students)
+    stopped = [r for r in rows if r["reason"].startswith("not graded: the grader was stopped (SIGINT, Ctrl-C) "
+                                                         "before this submission")]
+    graded = [r for r in rows if r["reason"] == "graded normally"]
+    assert stopped and graded and len(stopped) + len(graded) == len(rows), rows
+    assert all(r["score"] == "14" for r in graded) and all(r["score"] == "" for r in stopped)
+    assert set(_gradebook(course)) == {r["student"] for r in graded}
+    assert not list((course.root / "build" / "grading").glob(".scratch-*"))
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _is_ours(p, course.root)]

@@ -5,17 +5,20 @@ which runs the lanes of each warp together and records every warp-level access. 
 runs in the trusted checker, on the kernel rebuilt there from its whitelisted source, so the
 figures below are measured where student code cannot reach them:
 
-- :func:`check_sectors`: every warp access of every global access site moves at most the 32-byte
-  sectors its bytes need, plus one for a row that does not start on a sector boundary (coalescing;
-  CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory");
+- :func:`check_sectors`: every warp, at every global access site, moves at most the 32-byte
+  sectors the bytes it asks for there need, plus one per 128 bytes for a row that does not start
+  on a sector boundary (coalescing; CUDA C++ Best Practices Guide, "Coalesced Access to Global
+  Memory");
 - :func:`check_bank_conflicts`: no warp access of any shared access site has more than
-  ``max_degree`` distinct words in one of the 32 banks (CUDA C++ Programming Guide, "Shared
-  Memory", compute capability 5.x and later);
+  ``max_degree`` distinct words in one of the 32 banks, nor any warp more than ``max_degree``
+  times the passes its words need at a site (CUDA C++ Programming Guide, "Shared Memory",
+  compute capability 5.x and later);
 - :func:`check_divergence`: at most ``per_block`` warp-level branches per block split their lanes.
 
-The first two judge each site by its worst warp access, never by a sum or an average over the
-launch: a kernel cannot pass by adding cheap accesses (a loop in which one lane rewrites one
-element) to an uncoalesced or conflicting one.
+The first two judge each site by its worst warp, over every time that warp runs the line, never
+by a sum or an average over the launch: a kernel cannot pass by adding cheap accesses (a loop in
+which one lane rewrites one element) to an uncoalesced or conflicting one, nor by splitting a
+warp's access into one-lane accesses (each as cheap as possible, together as costly as before).
 
 Each prints one "ok: NAME" line or raises :class:`~course_lib.checks.core.CheckFailed` saying the
 target and what was measured, with the source line. Nothing is written to stderr.
@@ -53,42 +56,55 @@ def _fail(name: str, expected: str, got: str, hint: str = "") -> None:
     raise CheckFailed(f"{name}: expected {expected}, got {got}" + (f". Hint: {hint}" if hint else ""))
 
 
+def line_slack(ideal: int) -> int:
+    """Sectors allowed beyond ``ideal``: one per 128 bytes asked for (4 sectors), for rows that do
+    not start on a 32-byte sector (a warp's 128 bytes then span 5)."""
+    return -(-ideal // 4)
+
+
 def check_sectors(name: str, result, hint: str = "") -> None:
-    """Every warp access of every global access site moves at most ideal + 1 sectors: the 32-byte
-    sectors that could hold the bytes its active lanes ask for, and one more for a row that does
-    not start on a sector boundary. Judged by each site's worst warp access (not a sum or an
-    average over the site, which extra cheap accesses would dilute). A warp of 32 lanes reading 32
-    neighbouring float32 needs 4; down a column of a row-major matrix it moves 32."""
+    """Every warp moves, at every global access site, at most the 32-byte sectors that could hold
+    the distinct bytes it asks for there, plus one per 128 of those bytes (a row need not start on
+    a sector). Judged warp by warp over every time the warp runs the line (a site's worst warp),
+    never by a sum or an average over the site, which extra cheap accesses would dilute, nor per
+    access, which a warp going one lane at a time would pass. A warp of 32 lanes reading 32
+    neighbouring float32 needs 4 (5); down a column of a row-major matrix it moves 32."""
     __tracebackhide__ = True
     sites = result.traffic.global_sites()
     if not sites:
         _fail(name, "a kernel that reads and writes global memory", "no global access at all")
-    worst = max(sites, key=lambda s: s.worst_sectors - s.worst_ideal)
-    ideal = worst.worst_ideal
-    if worst.worst_sectors > ideal + 1:
-        _fail(name, f"<= {ideal + 1} sectors per warp access ({ideal} hold the bytes this warp asks for, "
-              "+ 1 for a row not starting on a 32-byte sector)",
-              f"{worst.worst_sectors} at line {worst.line} ({worst.verb} {worst.text}: "
-              f"{worst.pattern(worst.worst_pattern)}; {100 * ideal / worst.worst_sectors:.0f} % of the bytes "
-              "moved are used)", hint)
+    worst = max(sites, key=lambda s: s.worst_cost - s.worst_ideal - line_slack(s.worst_ideal))
+    ideal, most = worst.worst_ideal, worst.worst_ideal + line_slack(worst.worst_ideal)
+    if worst.worst_cost > most:
+        _fail(name, f"<= {most} sectors per warp ({ideal} hold the bytes this warp asks for at this line, "
+              "+ 1 per 128 bytes for a row not starting on a 32-byte sector)",
+              f"{worst.worst_cost} at line {worst.line} ({worst.verb} {worst.text}: {worst.worst_warp()}; "
+              f"{100 * ideal / worst.worst_cost:.0f} % of the bytes moved are used)", hint)
     _ok(name)
 
 
 def check_bank_conflicts(name: str, result, max_degree: int = 1, hint: str = "") -> None:
     """No warp access of any shared-memory access site has a conflict degree above ``max_degree``
     (the most distinct 4-byte words one warp access puts in one of the 32 banks; 1 means one pass,
-    lanes reading the same word count once: a broadcast), judged by each site's worst warp access.
-    Needs at least one shared access."""
+    lanes reading the same word count once: a broadcast), and no warp takes more than
+    ``max_degree`` times the passes its distinct words need at a site (one per 32 words), over
+    every time it runs the line: going one lane at a time is no way around a conflict. Needs at
+    least one shared access."""
     __tracebackhide__ = True
     sites = result.traffic.shared_sites()
     if not sites:
         _fail(name, "a kernel that stages its data in shared memory", "no shared-memory access at all",
               hint or "declare a tile with cuda.shared.array and go through it")
+    target = "no bank conflict (degree 1)" if max_degree == 1 else f"at most a {max_degree}-way bank conflict"
     worst = max(sites, key=lambda s: s.max_degree)
     if worst.max_degree > max_degree:
-        target = "no bank conflict (degree 1)" if max_degree == 1 else f"at most a {max_degree}-way bank conflict"
         _fail(name, target, f"a {worst.max_degree}-way conflict at line {worst.line} ({worst.verb} {worst.text}: "
               f"{worst.pattern()})", hint)
+    worst = max(sites, key=lambda s: s.worst_cost - max_degree * s.worst_ideal)
+    if worst.worst_cost > max_degree * worst.worst_ideal:
+        _fail(name, f"{target}, and no warp taking more passes at a line than {max_degree} x what its words need",
+              f"{worst.worst_cost} passes at line {worst.line} ({worst.verb} {worst.text}: {worst.worst_warp()}, "
+              f"where its words need {worst.worst_ideal})", hint)
     _ok(name)
 
 

@@ -172,7 +172,7 @@ class Launch:
         if arr.space == "shared":
             self._shared(warp, arr, how, lanes, offs, node)
         if self.traffic is not None:
-            self.traffic.access(warp.source, node, arr, how, lanes, offs)
+            self.traffic.access(warp.source, node, arr, how, lanes, offs, warp.number)
 
     def atomic_access(self, warp: Warp, arr, op: str, lanes, offs, node) -> None:
         """Counted as access_counts counts them: every atomic (add, max, cas, ...) is a read-modify-write,
@@ -183,7 +183,7 @@ class Launch:
         if arr.space == "shared":
             self._shared(warp, arr, ATOMIC, lanes, offs, node)
         if self.traffic is not None:
-            self.traffic.access(warp.source, node, arr, ATOMIC, lanes, offs)
+            self.traffic.access(warp.source, node, arr, ATOMIC, lanes, offs, warp.number)
 
     def _shared(self, warp: Warp, arr, how: int, lanes, offs, node) -> None:
         warp.block.races.add(arr, offs, warp.tids[lanes], how, warp.number, warp.intervals[lanes],
@@ -244,6 +244,8 @@ class Launch:
 
     def _finish_block(self, block: _Block, warps: list) -> None:
         self.races += block.races.races(block.index, self.thread_index)
+        if self.traffic is not None:
+            self.traffic.end_block()
         kinds = self.kinds
         for warp in warps:
             for lane in np.flatnonzero(warp.exists):

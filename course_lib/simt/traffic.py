@@ -10,17 +10,22 @@ engine records the lanes, the byte addresses, the array and the source line. Fro
   the number of distinct 128-byte lines, ``ideal_sectors`` the fewest sectors that could hold the
   distinct bytes requested (ceil(bytes / 32)); efficiency = ideal / actual. A coalesced float32 warp
   access is 4 sectors (128 bytes); a stride-32 one is 32 sectors for the same 128 useful bytes.
-  Each site also keeps its **worst** warp access (the most sectors beyond its ideal): the measure a
-  grader judges by, since sums and averages over a site can be diluted by cheap extra accesses
-  (one lane rewriting one element in a loop adds 1 sector and 1 ideal sector per access).
+  Each site also keeps its **worst warp** (in one block): the sectors one warp moved over all the
+  times it ran that line, against the fewest sectors that hold the distinct bytes it asked for
+  there. That is the measure a grader judges by: a sum or an average over the site can be padded
+  with cheap extra accesses (one lane rewriting one element in a loop adds 1 sector and 1 ideal
+  sector per access), and per access a column can be walked one lane at a time (32 accesses of 1
+  sector each, each as few as possible); per warp both move 32 or more sectors for 128 bytes.
 - **shared memory** (Best Practices Guide, "Shared Memory and Memory Banks"; Programming Guide,
   compute capability 5.x and later, "Shared Memory"): 32 banks, successive 4-byte words in
   successive banks. The conflict degree of an access is the largest number of *distinct* words that
   fall in one bank (lanes reading the same word are served by one broadcast: no conflict); the access
   takes that many passes (wavefronts); a site keeps the worst degree of any one warp access
-  (``max_degree``). Accesses wider than 4 bytes are modelled as served in
-  phases, 8-byte accesses as two half-warps and 16-byte ones as four quarter-warps, each phase at
-  least one pass (an assumption of this model: the guides document only 4-byte words per bank).
+  (``max_degree``) and its worst warp's passes over all its accesses at that line, against the
+  fewest passes its distinct words need (one per 32). Accesses wider than 4 bytes are modelled as
+  served in phases, 8-byte accesses as two half-warps and 16-byte ones as four quarter-warps, each
+  phase at least one pass (an assumption of this model: the guides document only 4-byte words per
+  bank).
 - **divergence**: a branch whose lanes split runs both paths one after the other; the model counts
   warp-level instructions (one per statement a warp executes) and the lanes active in each, and for
   each branch the fraction of lanes idle on its paths.
@@ -52,10 +57,12 @@ VERBS = {READ: "reads", WRITE: "writes", ATOMIC: "updates atomically"}
 class Site:
     """One array access in the source (a subscript at a line, read or written), summed over every
     warp that executed it. Byte counts in bytes; ``strides`` counts the distance (in elements)
-    between neighbouring active lanes of each warp access (None: irregular). ``worst_sectors``,
-    ``worst_ideal`` and ``worst_pattern``: the global warp access with the most sectors beyond the
-    fewest that hold its bytes (sectors, those fewest, its lane pattern); ``max_degree``: the worst
-    bank conflict of one shared warp access."""
+    between neighbouring active lanes of each warp access (None: irregular). ``max_degree``: the
+    worst bank conflict of one shared warp access. The worst warp (one warp of one block, over
+    every time it ran this line; the one with the most cost beyond its ideal): ``worst_cost``
+    sectors moved (global) or passes (shared), ``worst_ideal`` the fewest that hold the distinct
+    bytes (words) it asked for, ``worst_accesses`` its warp accesses, ``worst_pattern`` the lane
+    pattern of its first one."""
 
     line: int
     text: str
@@ -73,8 +80,9 @@ class Site:
     wavefronts: int = 0
     ideal_wavefronts: int = 0
     max_degree: int = 0
-    worst_sectors: int = 0
+    worst_cost: int = 0
     worst_ideal: int = 0
+    worst_accesses: int = 0
     worst_pattern: object = None
     strides: Counter = field(default_factory=Counter)
 
@@ -122,6 +130,18 @@ class Site:
             return "threads of a warp step along a column"
         return f"neighbouring threads are {s} elements ({s * self.itemsize} bytes) apart"
 
+    def worst_warp(self) -> str:
+        """How the worst warp went through the array at this line, in words."""
+        if self.worst_accesses <= 1:
+            return self.pattern(self.worst_pattern)
+        return f"one warp ran this line {self.worst_accesses} times"
+
+    def fold_warp(self, accesses: int, cost: int, ideal: int, pattern) -> None:
+        """Take one warp's total at this line (cost, its ideal) as the worst if it is."""
+        if self.worst_pattern is None or cost - ideal > self.worst_cost - self.worst_ideal:
+            self.worst_cost, self.worst_ideal, self.worst_accesses = cost, ideal, accesses
+            self.worst_pattern = pattern
+
     def sentence(self) -> str:
         """The report line for this site."""
         where = f"line {self.line} {self.verb} {self.text}"
@@ -131,9 +151,8 @@ class Site:
                 return f"{where}: {per:.3g} sectors per warp, as few as possible: {self.pattern()}"
             text = (f"{where}: {per:.3g} sectors per warp where {ideal:.3g} would do "
                     f"({100 * self.efficiency:.0f} % of the bytes moved are used): {self.pattern()}")
-            if self.worst_sectors - self.worst_ideal > per - ideal:   # an average hides a worse access
-                text += (f"; the worst warp access {self.worst_sectors} where {self.worst_ideal} would do: "
-                         f"{self.pattern(self.worst_pattern)}")
+            if self.worst_cost - self.worst_ideal > per - ideal:   # an average hides a worse warp
+                text += f"; the worst warp {self.worst_cost} where {self.worst_ideal} would do: {self.worst_warp()}"
             return text
         if self.max_degree <= 1:
             return f"{where}: no bank conflict: {self.pattern()}"
@@ -174,6 +193,7 @@ class Traffic:
         self.flops = {4: 0, 8: 0}           # floating-point operations by operand size (bytes)
         self.touched: list = []             # (global array, element offsets, how) of every warp access
         self.shapes: dict = {}              # access pattern -> its costs (warps repeat patterns)
+        self.warps: dict = {}               # (id of a site, warp) -> its tally so far in the running block
 
     # ------------------------------------------------------------ recording
     def instruction(self, active: int) -> None:
@@ -194,8 +214,9 @@ class Traffic:
                 found.lanes_on_paths += lanes
                 found.paths += 1
 
-    def access(self, source, node, arr, how: int, lanes: np.ndarray, offs: np.ndarray) -> None:
-        """One warp-level access of ``arr`` at element offsets ``offs`` by ``lanes``."""
+    def access(self, source, node, arr, how: int, lanes: np.ndarray, offs: np.ndarray, warp=None) -> None:
+        """One warp-level access of ``arr`` at element offsets ``offs`` by ``lanes`` of the warp
+        ``warp`` (any key that tells the warps of the running block apart; see :meth:`end_block`)."""
         key = (node, how)
         site = self.sites.get(key)
         if site is None:
@@ -217,13 +238,29 @@ class Traffic:
             site.sectors += sectors
             site.lines += lines
             site.ideal_sectors += ideal
-            if site.worst_pattern is None or sectors - ideal > site.worst_sectors - site.worst_ideal:
-                site.worst_sectors, site.worst_ideal, site.worst_pattern = sectors, ideal, pattern
             self.touched.append((arr, offs, how))
         else:
             site.wavefronts += passes
             site.ideal_wavefronts += ideal
             site.max_degree = max(site.max_degree, degree)
+        cost = sectors if arr.space == "global" else passes
+        tally = self.warps.get((id(site), warp))
+        if tally is None:
+            self.warps[(id(site), warp)] = [site, 1, cost, ideal, pattern, [arr.base + offs * arr.itemsize]]
+        else:
+            tally[1] += 1
+            tally[2] += cost
+            tally[5].append(arr.base + offs * arr.itemsize)
+
+    def end_block(self) -> None:
+        """Fold the running block's warps into their sites' worst warp (:meth:`Site.fold_warp`):
+        a warp that ran a line once is judged on that access; one that ran it several times on
+        everything it moved there against the fewest sectors (passes) its distinct bytes need."""
+        for site, accesses, cost, ideal, pattern, addrs in self.warps.values():
+            if accesses > 1:
+                ideal = warp_ideal(site.space, site.itemsize, np.concatenate(addrs))
+            site.fold_warp(accesses, cost, ideal, pattern)
+        self.warps.clear()
 
     # -------------------------------------------------------------- summaries
     def global_sites(self) -> list[Site]:
@@ -303,6 +340,16 @@ def access_shape(space: str, itemsize: int, lanes: np.ndarray, addrs: np.ndarray
         return pattern, distinct, sectors, lines, 1, 0, -(-distinct * itemsize // SECTOR)
     degree, passes, ideal = bank_passes(lanes, addrs, itemsize)
     return pattern, distinct, 0, 0, degree, passes, ideal
+
+
+def warp_ideal(space: str, itemsize: int, addrs: np.ndarray) -> int:
+    """The fewest 32-byte sectors (global) or shared-memory passes (32 distinct 4-byte words a
+    pass) that hold the distinct elements at byte addresses ``addrs``."""
+    distinct = np.unique(addrs)
+    if space == "global":
+        return -(-distinct.size * itemsize // SECTOR)
+    words = np.unique((distinct // BANK_WORD)[:, None] + np.arange(max(1, itemsize // BANK_WORD))[None, :])
+    return max(1, -(-words.size // BANKS))
 
 
 def lane_pattern(lanes: np.ndarray, addrs: np.ndarray, itemsize: int, distinct: int):

@@ -14,17 +14,19 @@ by the real ``grade_lesson``, one batch per lesson.
 
 Issue 35 added lesson 03's transposes to the input-overwriting kernels (every one of its eight
 kernel exercises now scores 0; the attack's one point is ``blocks_needed``'s, the one exercise
-that is plain Python, written honestly) and a naive transpose diluted with one lane's cheap
-rewrites (item 5), which must lose the cells that judge sectors per warp access.
+that is plain Python, written honestly), and naive transposes diluted with one lane's cheap
+rewrites (item 5) or run one lane at a time, which must lose the cells that judge sectors per
+warp and bank conflicts.
 
 Per lesson the class is: the reference (full marks), the blank release (0), the input-overwriting
 kernels (only the non-kernel exercises' points), naive kernels reading through atomics (every
 correctness cell, no budget cell of those exercises: what plain naive reads earn) and, in lesson
-03, the diluted transposes. A few cheap unit tests of ``launch_checked`` come first, and one of a
-checker that dies (its signal reported, not a time-out). Skipped (the graded part) where
-bubblewrap cannot run.
+03, the diluted and the one-lane-at-a-time transposes. A few cheap unit tests of
+``launch_checked`` come first, and one of a checker that dies (its signal reported, not a
+time-out). Skipped (the graded part) where bubblewrap cannot run.
 """
 import copy
+import html
 import os
 import shutil
 import tempfile
@@ -125,20 +127,32 @@ def _zeroing(signature: str, body: str) -> str:
 ZERO_A = "col, row = cuda.grid(2)\nif row < a.shape[0] and col < a.shape[1]:\n    a[row, col] = 0.0"
 TRANSPOSES = {"ex7_naive": "transpose_naive_kernel", "ex7_tiled": "transpose_tiled_kernel",
               "ex8_padded": "transpose_padded_kernel"}
-# the naive transpose (writes down a column of out: 32 sectors per warp access where 4 would do)
-# with one lane rewriting its element ~30 times per warp of the launch, each rewrite 1 sector where
-# 1 would do: summed over the site that hid the column writes (ideal + 1 per access), 6/6 on these
-# cells where the kernel without the loop scores 3/6 (issue 35, item 5)
+# Issue 35, item 5: the naive transpose (writes down a column of out: 32 sectors per warp access
+# where 4 would do) with one lane rewriting its element ~30 times per warp of the launch, each
+# rewrite 1 sector where 1 would do: summed over the site that hid the column writes (ideal + 1
+# per access), 6/6 on these cells where the kernel without the loop scores 3/6
 DILUTE = ("    reps = 1\n    if row == 0 and col == 0:\n        reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n"
           "    for r in range(reps):\n")
+INSIDE = "if row < a.shape[0] and col < a.shape[1]:\n"
+STAGED = ("tile = cuda.shared.array((TILE, {}), float32)\ntx = cuda.threadIdx.x\nty = cuda.threadIdx.y\n"
+          "col, row = cuda.grid(2)\n" + INSIDE + "    tile[ty, tx] = a[row, col]\ncuda.syncthreads()\n")
 DILUTED = {
-    "ex7_tiled": _zeroing("transpose_tiled_kernel(a, out)", "col, row = cuda.grid(2)\n"
-                          "if row < a.shape[0] and col < a.shape[1]:\n" + DILUTE + "        out[col, row] = a[row, col]"),
+    "ex7_tiled": _zeroing("transpose_tiled_kernel(a, out)",
+                          "col, row = cuda.grid(2)\n" + INSIDE + DILUTE + "        out[col, row] = a[row, col]"),
     "ex8_padded": _zeroing("transpose_padded_kernel(a, out)",   # the tile without conflicts, the write naive
-                           "tile = cuda.shared.array((TILE, PADDED), float32)\ntx = cuda.threadIdx.x\n"
-                           "ty = cuda.threadIdx.y\ncol, row = cuda.grid(2)\nif row < a.shape[0] and col < a.shape[1]:\n"
-                           "    tile[ty, tx] = a[row, col]\ncuda.syncthreads()\n"
-                           "if row < a.shape[0] and col < a.shape[1]:\n" + DILUTE + "        out[col, row] = tile[ty, tx]"),
+                           STAGED.format("PADDED") + INSIDE + DILUTE + "        out[col, row] = tile[ty, tx]"),
+}
+# ... and going one lane at a time (`if cuda.laneid == k`), which judging each warp access alone
+# would pass: every access 1 sector (1 pass) where 1 would do; the unpadded tile read so too
+ONE_LANE_AT_A_TIME = "    for k in range(32):\n        if cuda.laneid == k:\n"
+SERIALIZED = {
+    "ex7_tiled": _zeroing("transpose_tiled_kernel(a, out)", "col, row = cuda.grid(2)\n" + INSIDE
+                          + ONE_LANE_AT_A_TIME + "            out[col, row] = a[row, col]"),
+    "ex8_padded": _zeroing("transpose_padded_kernel(a, out)",
+                           STAGED.format("TILE") + "out_row = cuda.blockIdx.x * TILE + ty\n"
+                           "out_col = cuda.blockIdx.y * TILE + tx\n"
+                           "if out_row < out.shape[0] and out_col < out.shape[1]:\n" + ONE_LANE_AT_A_TIME
+                           + "            out[out_row, out_col] = tile[tx, ty]"),
 }
 BLOCKS_NEEDED = "def blocks_needed(n, threads_per_block):\n    return (n + threads_per_block - 1) // threads_per_block\n\n\n"
 ATTACKS = {
@@ -181,8 +195,10 @@ ATTACKS = {
         # ex3_hidden too: its hidden test counts the global writes of a 9 x 10 product (90), and
         # every atomic add of 0 into a and b is a write
         "atomic_loses": ["ex2_budget", "ex3_budget", "ex3_hidden", "ex5_budget"],
-        "diluted": DILUTED,
-        "diluted_loses": ["ex7_sectors", "ex8_test"],   # the cells that judge sectors per warp access
+        # the cells that judge sectors per warp and bank conflicts (the diluted kernel's loop re-reads
+        # the tile too: 1 pass each, thousands for one warp's 32 words)
+        "traffic": {"diluted": DILUTED, "serialized": SERIALIZED},
+        "traffic_loses": ["ex7_sectors", "ex8_test", "ex8_conflicts"],
         "message": "axpy_kernel changed its input `y` (argument 3)",
     },
     "04_cupy_and_numba": {
@@ -247,8 +263,8 @@ def _submissions(lesson: str, blank) -> dict:
     attacks = ATTACKS[lesson]
     students = {"honest": honest, "blank": blank, "overwrite": edited(attacks["overwrite"]),
                 "atomic": edited(attacks["atomic"])}
-    if "diluted" in attacks:
-        students["diluted"] = edited(attacks["diluted"])
+    for student, cells in attacks.get("traffic", {}).items():
+        students[student] = edited(cells)
     return students
 
 
@@ -291,19 +307,21 @@ def test_kernels_that_overwrite_their_inputs_earn_only_the_other_exercises(grade
 
 
 @pytest.mark.timeout(900)
-def test_a_diluted_uncoalesced_transpose_loses_the_sector_cells(graded):
-    """Issue 35, item 5: the naive transpose padded with one lane's thousands of 1-sector rewrites
-    (as the tiled kernel, and as the padded one behind a conflict-free tile) keeps only what the
-    naive kernel earns: its values and the tile's bank conflicts, not the sector cells."""
-    if "diluted" not in graded:
-        pytest.skip(f"{graded['lesson']} grades no sectors per warp access")
-    o = graded["by"]["diluted"]
+@pytest.mark.parametrize("student", ["diluted", "serialized"])
+def test_uncoalesced_transposes_padded_or_one_lane_at_a_time_lose_the_traffic_cells(graded, student):
+    """Issue 35, item 5: the naive transpose padded with one lane's thousands of 1-sector rewrites,
+    or run one lane at a time (as the tiled kernel, and as the padded one behind a tile), scored
+    6/6 on these cells; judged warp by warp it keeps only its values (ex7_tiled_test)."""
+    if "traffic" not in graded:
+        pytest.skip(f"{graded['lesson']} grades no sectors per warp")
+    o = graded["by"][student]
     honest = graded["by"]["honest"].cells
-    lost = graded["diluted_loses"]
+    lost = graded["traffic_loses"]
     assert o.cells == {g: 0 if g in lost else p for g, p in honest.items()}, o.cells
-    assert [o.cells[g] for g in ("ex7_tiled_test", "ex8_conflicts")] == [1, 2], o.cells
-    assert "got 32 at line" in graded["pages"]["diluted"] and "threads of a warp step along a column" in \
-        graded["pages"]["diluted"]
+    assert o.cells["ex7_tiled_test"] == 1, o.cells
+    page = html.unescape(graded["pages"][student])
+    assert "sectors per warp (4 hold the bytes this warp asks for at this line" in page
+    assert "one warp ran this line" in page
 
 
 @pytest.mark.timeout(900)

@@ -38,8 +38,9 @@ def test_the_tiled_transpose_is_coalesced_and_the_naive_one_is_not():
     with pytest.raises(CheckFailed) as failed:
         check_sectors("uncoalesced", uncoalesced)
     message = str(failed.value)
-    assert re.search(r"expected <= 5 sectors per warp access \(4 hold the bytes this warp asks for, .* got 32 at "
-                     r"line \d+ \(writes out\[out_row, out_col\]: threads of a warp step along a column", message), message
+    assert re.search(r"expected <= 5 sectors per warp \(4 hold the bytes this warp asks for at this line, .* got 32 "
+                     r"at line \d+ \(writes out\[out_row, out_col\]: threads of a warp step along a column",
+                     message), message
     with pytest.raises(CheckFailed, match="got 32 at line"):
         check_sectors("naive", transpose(kernel("ex7_naive", "transpose_naive_kernel")))
 
@@ -56,18 +57,42 @@ def transpose_naive_kernel(a, out):
 """
 
 
-def test_a_diluted_uncoalesced_access_is_judged_by_its_worst_warp_access():
+SERIALIZED = """@cuda.jit
+def transpose_naive_kernel(a, out):
+    col, row = cuda.grid(2)
+    if row < a.shape[0] and col < a.shape[1]:
+        for k in range(32):
+            if cuda.laneid == k:
+                out[col, row] = a[row, col]
+"""
+
+
+def test_a_diluted_uncoalesced_access_is_judged_by_its_worst_warp():
     """Issue 35: the naive transpose with one lane rewriting one element 3000 times: each rewrite is
-    1 sector where 1 would do, which summed over the site hid the 90 column writes of 32 sectors
-    (3000 + 90 * 32 sectors within ideal + 1 per access); the worst warp access is still 32."""
+    1 sector where 1 would do, which summed over the site hid the 120 column writes of up to 32
+    sectors (within ideal + 1 per access); its warps each move 32 sectors for 128 bytes, the one
+    with the rewrites 3031."""
     result = transpose(lessons.build("03", DILUTED, "transpose_naive_kernel", "<test traffic diluted>"))
     write = next(s for s in result.traffic.global_sites() if s.how == WRITE)
     assert write.sectors <= write.ideal_sectors + write.warp_accesses     # the sum is padded
-    assert (write.worst_sectors, write.worst_ideal) == (32, 4)
-    assert "the worst warp access 32 where 4 would do" in write.sentence()
-    with pytest.raises(CheckFailed, match=r"expected <= 5 sectors per warp access .* got 32 at line 9 \(writes "
-                                          r"out\[col, row\]: threads of a warp step along a column"):
+    assert (write.worst_cost, write.worst_ideal, write.worst_accesses) == (32 + 2999, 4, 3000)
+    assert "the worst warp 3031 where 4 would do: one warp ran this line 3000 times" in write.sentence()
+    with pytest.raises(CheckFailed, match=r"expected <= 5 sectors per warp .* got 3031 at line 9 \(writes "
+                                          r"out\[col, row\]: one warp ran this line 3000 times; 0 % of the bytes"):
         check_sectors("diluted", result)
+
+
+def test_a_warp_that_goes_one_lane_at_a_time_is_judged_on_all_it_moved():
+    """The naive transpose with each lane in its own turn (`if cuda.laneid == k`): every warp access
+    is 1 sector where 1 would do, but each warp moves 32 sectors for its 128 bytes, on its write
+    (down a column) and on its read too (a row, one sector per lane)."""
+    result = transpose(lessons.build("03", SERIALIZED, "transpose_naive_kernel", "<test traffic serialized>"))
+    for site in result.traffic.global_sites():
+        assert site.sectors == site.ideal_sectors                        # per access: as few as possible
+        assert (site.worst_cost, site.worst_ideal, site.worst_accesses) == (32, 4, 32)
+    with pytest.raises(CheckFailed, match=r"got 32 at line 7 \(reads a\[row, col\]: one warp ran this line 32 "
+                                          r"times; 12 % of the bytes moved are used\)"):
+        check_sectors("serialized", result)
 
 
 def test_a_row_not_starting_on_a_sector_gets_one_sector_of_slack():
@@ -84,10 +109,11 @@ def test_the_padded_tile_has_no_bank_conflict_and_the_unpadded_one_32_way():
         check_bank_conflicts("unpadded", unpadded)
 
 
-def test_a_diluted_bank_conflict_is_judged_by_its_worst_warp_access():
+def test_bank_conflicts_are_judged_by_the_worst_warp_access_and_the_worst_warp():
     """The unpadded tile's 32-way conflicting read, with one lane reading one word 3000 times more
     (3000 conflict-free passes, 2.3 passes per warp access on average): its worst warp access is
-    still 32-way."""
+    still 32-way. The padded tile read one lane at a time: no access conflicts, but each warp takes
+    32 passes where its 32 words need 1."""
     unpadded = lessons.apply(SOURCES["ex8_padded"], WRONG["ex8_padded"][0])
     diluted = unpadded.replace("        out[out_row, out_col] = tile[tx, ty]",
                                "        reps = 3000 if out_row == 0 and out_col == 0 else 1\n"
@@ -98,6 +124,17 @@ def test_a_diluted_bank_conflict_is_judged_by_its_worst_warp_access():
     assert read.wavefronts / read.warp_accesses < 3 and read.max_degree == 32
     with pytest.raises(CheckFailed, match=r"got a 32-way conflict at line \d+ \(reads tile\[tx, ty\]"):
         check_bank_conflicts("diluted", result)
+    padded = SOURCES["ex8_padded"]
+    serialized = padded.replace("        out[out_row, out_col] = tile[tx, ty]",
+                                "        for k in range(32):\n            if cuda.laneid == k:\n"
+                                "                out[out_row, out_col] = tile[tx, ty]")
+    assert serialized != padded
+    result = transpose(lessons.build("03", serialized, "transpose_padded_kernel", "<test traffic serial tile>"), 64, 64)
+    assert max(s.max_degree for s in result.traffic.shared_sites()) == 1
+    with pytest.raises(CheckFailed, match=r"expected no bank conflict \(degree 1\), and no warp taking more passes at "
+                                          r"a line than 1 x what its words need, got 32 passes at line \d+ \(reads "
+                                          r"tile\[tx, ty\]: one warp ran this line 32 times, where its words need 1\)"):
+        check_bank_conflicts("serialized", result)
 
 
 def test_sequential_addressing_keeps_warps_together_and_interleaved_splits_them():

@@ -162,6 +162,11 @@ WRONG_ANSWERS = {
          '    if True:\n        out[out_row, out_col]'),
         # issue 35: zeroes its input a and writes the zeros it staged
         ('        tile[ty, tx] = a[row, col]', '        a[row, col] = 0.0\n        tile[ty, tx] = 0.0'),
+        # issue 35: the tile read and out written one lane at a time (`if cuda.laneid == k`): every
+        # access conflict-free and 1 sector, but each warp takes 32 passes for its 32 words and
+        # moves 32 sectors for its 128 bytes
+        ('        out[out_row, out_col] = tile[tx, ty]',
+         '        for k in range(32):\n            if cuda.laneid == k:\n                out[out_row, out_col] = tile[tx, ty]'),
         # issue 35: the padded tile, no conflict, but the write naive (down a column of out) and
         # diluted by one lane rewriting its element ~30 times per warp (see ex7_tiled)
         ('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n'

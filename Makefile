@@ -37,7 +37,8 @@ test: setup
 	@sh scripts/system_packages.sh
 	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
-# JupyterLab on the course, opened on release/ (the student versions; written first if missing).
+# JupyterLab on the course, opened on release/ (the student versions; written first if missing),
+# without the news pop-up or nbgrader's instructor tools (formgrader), as the hub gives students.
 # As root it passes --allow-root itself.
 lab: setup
 	$(BIN)/course lab $(LAB_ARGS)

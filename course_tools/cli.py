@@ -96,6 +96,38 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
+# What `course lab` turns off, as the hub does for students (hub/jupyter/): JupyterLab's news
+# pop-up (it asks to fetch news from the network and covers a test cell's output) and its update
+# check, and nbgrader's instructor tools (formgrader, course list, assignment creation), which
+# a student has no use for: the formgrader would offer to manage a course that release/ is not.
+LAB_SERVER_CONFIG = {
+    "ServerApp": {"jpserver_extensions": {"nbgrader.server_extensions.formgrader": False,
+                                          "nbgrader.server_extensions.course_list": False}},
+    "LabApp": {"news_url": "", "check_for_updates_class": "jupyterlab.NeverCheckForUpdate"},
+}
+LAB_PAGE_CONFIG = {"disabledExtensions": {
+    "@jupyterlab/apputils-extension:announcements": True, "@jupyter/nbgrader:formgrader": True,
+    "@jupyter/nbgrader:create-assignment": True, "@jupyter/nbgrader:course-list": True}}
+
+
+def lab_config(folder: Path) -> Path:
+    """``folder`` (made) holding the Jupyter configuration ``course lab`` adds: the server's
+    (``jupyter_server_config.json``, ``LAB_SERVER_CONFIG``) and the lab page's
+    (``labconfig/page_config.json``, ``LAB_PAGE_CONFIG``)."""
+    (folder / "labconfig").mkdir(parents=True, exist_ok=True)
+    (folder / "jupyter_server_config.json").write_text(json.dumps(LAB_SERVER_CONFIG, indent=1) + "\n")
+    (folder / "labconfig" / "page_config.json").write_text(json.dumps(LAB_PAGE_CONFIG, indent=1) + "\n")
+    return folder
+
+
+def lab_environment(config: Path, env: dict | None = None) -> dict:
+    """``env`` (default: this process's) with ``config`` first in ``JUPYTER_CONFIG_PATH``: Jupyter
+    reads the folders listed there before its own, and the first to set a value wins."""
+    env = dict(os.environ if env is None else env)
+    env["JUPYTER_CONFIG_PATH"] = os.pathsep.join([str(config), *filter(None, [env.get("JUPYTER_CONFIG_PATH")])])
+    return env
+
+
 def lab_command(extra: list[str], uid: int | None = None) -> list[str]:
     """The ``jupyter lab`` command line: the course folder as root, its file browser opened
     on release/ (the student versions) when that exists, ``--allow-root`` for uid 0, then
@@ -119,7 +151,7 @@ def cmd_lab(args) -> int:
         args.lessons = ",".join(missing)
         cmd_release(args)
     # from the course folder: nbgrader's lab extension reads nbgrader_config.py from there
-    return subprocess.call(lab_command(args.extra), cwd=REPO)
+    return subprocess.call(lab_command(args.extra), cwd=REPO, env=lab_environment(lab_config(BUILD / "lab-config")))
 
 
 def cmd_bench(args) -> int:
@@ -152,8 +184,8 @@ def parser() -> argparse.ArgumentParser:
                    help="lessons built at once (default: one per core, within memory)")
     b.set_defaults(func=cmd_build)
     lab = sub.add_parser("lab", help="JupyterLab on the course, opened on release/ (the student "
-                         "versions, written first if missing); other arguments go to jupyter lab, "
-                         "e.g. `course lab --port 9999`")
+                         "versions, written first if missing), without the news pop-up or the formgrader; "
+                         "other arguments go to jupyter lab, e.g. `course lab --port 9999`")
     lab.add_argument("extra", nargs=argparse.REMAINDER, help="arguments passed to jupyter lab")
     lab.set_defaults(func=cmd_lab)
     s = sub.add_parser("slides", help="offline reveal.js decks of the lectures")

@@ -174,9 +174,48 @@ def test_course_lab_runs_jupyter_with_the_given_flag(tmp_path, monkeypatch, capf
         (tmp_path / lesson.name).mkdir()
         (tmp_path / lesson.name / "exercises.ipynb").write_text("{}")
     monkeypatch.setattr(cli, "RELEASE", tmp_path)
+    monkeypatch.setattr(cli, "BUILD", tmp_path / "build")
     assert cli.main(["lab", "--version"]) == 0
     out = capfd.readouterr().out.strip()
     assert out and out[0].isdigit(), out  # jupyter lab printed its version: the flag got there
+    assert (tmp_path / "build" / "lab-config" / "labconfig" / "page_config.json").is_file()
+
+
+def test_lab_config_comes_first_and_keeps_the_users(tmp_path):
+    config = cli.lab_config(tmp_path / "lab-config")
+    assert json.loads((config / "jupyter_server_config.json").read_text()) == cli.LAB_SERVER_CONFIG
+    assert json.loads((config / "labconfig" / "page_config.json").read_text()) == cli.LAB_PAGE_CONFIG
+    assert cli.lab_environment(config, {"HOME": "/h"}) == {"HOME": "/h", "JUPYTER_CONFIG_PATH": str(config)}
+    assert cli.lab_environment(config, {"JUPYTER_CONFIG_PATH": "/mine"})["JUPYTER_CONFIG_PATH"] == f"{config}:/mine"
+
+
+JUPYTER_READS = """
+import json
+from jupyter_core.paths import jupyter_path
+from jupyter_server.serverapp import ServerApp
+from jupyterlab_server.config import get_page_config
+app = ServerApp()
+app.initialize(argv=[], find_extensions=True, new_httpserver=False)
+lab = app.extension_manager.extension_apps["jupyterlab"].pop()
+print(json.dumps({"extensions": sorted(n for n, e in app.extension_manager.extensions.items() if e.enabled),
+                  "news_url": lab.news_url, "update_check": lab.check_for_updates_class.__name__,
+                  "disabled": get_page_config(jupyter_path("labextensions"), app_settings_dir=None)["disabledExtensions"]}))
+"""
+
+
+def test_lab_turns_off_the_news_popup_and_the_formgrader_as_the_hub_does(tmp_path):
+    """Jupyter itself, given `course lab`'s environment, resolves its configuration: no news
+    (pop-up, feed, update check) and none of nbgrader's instructor tools, on the server or the page."""
+    env = cli.lab_environment(cli.lab_config(tmp_path / "lab-config"))
+    done = subprocess.run([sys.executable, "-c", JUPYTER_READS], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "jupyterlab" in seen["extensions"] and "nbgrader.server_extensions.assignment_list" in seen["extensions"]
+    assert not {"nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"} & set(seen["extensions"])
+    assert (seen["news_url"], seen["update_check"]) == ("", "NeverCheckForUpdate")
+    assert {"@jupyterlab/apputils-extension:announcements", "@jupyter/nbgrader:formgrader",
+            "@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:course-list"} <= set(seen["disabled"])
 
 
 @pytest.fixture

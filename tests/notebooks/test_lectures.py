@@ -10,8 +10,9 @@
 * Each lesson's offline deck (built from the executed lecture, as `course build` does):
   reveal.js starts, it has exactly the slides the notebook's metadata asks for, every slide
   can be shown with all its fragments, nothing overflows the slide, no text is cut (no
-  element scrolls or spills sideways), nothing is logged as a console error, no request
-  fails and none goes to the network. A screenshot of every slide is kept under
+  element scrolls or spills sideways), no line of text lies under the navigation arrows or
+  the slide number (lessons in NOT_YET_CLEAR_OF_CONTROLS excepted), nothing is logged as a
+  console error, no request fails and none goes to the network. A screenshot of every slide is kept under
   ``build/slide-screenshots/<lesson>/`` for people to look at.
 * A lecture opened in JupyterLab as a RISE slideshow renders its slides.
 
@@ -61,7 +62,22 @@ FIT_CHECK = """() => {
         (style.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1))
       problems.push(`${name(el)} cuts its content: "${text(el)}"`);
   }
-  return {problems: [...new Set(problems)].slice(0, 5), zoom: section.style.zoom || '1'};
+  // lines of text under the navigation controls the room sees (arrows, slide number)
+  const shown = el => getComputedStyle(el).visibility === 'visible' && parseFloat(getComputedStyle(el).opacity) > 0;
+  const controls = [...document.querySelectorAll('.reveal .controls button, .reveal .slide-number')]
+      .filter(shown).map(el => el.getBoundingClientRect()).filter(r => r.width > 0 && r.height > 0);
+  const under = [];
+  const texts = document.createTreeWalker(section, NodeFilter.SHOW_TEXT);
+  for (let node = texts.nextNode(); node; node = texts.nextNode()) {
+    const el = node.parentElement;
+    if (!node.textContent.trim() || el.closest('details:not([open]) > :not(summary)') || el.closest('aside.notes')) continue;
+    const range = document.createRange();
+    range.selectNodeContents(node);
+    for (const line of range.getClientRects())
+      if (controls.some(c => line.left < c.right && line.right > c.left && line.top < c.bottom && line.bottom > c.top))
+        under.push(node.textContent.trim().slice(0, 60));
+  }
+  return {problems: [...new Set(problems)].slice(0, 5), zoom: section.style.zoom || '1', under: [...new Set(under)]};
 }"""
 # resolves once MathJax (v2) has typeset everything queued
 MATH_TYPESET = "new Promise(done => window.MathJax && MathJax.Hub ? MathJax.Hub.Queue(done) : done())"
@@ -69,6 +85,16 @@ MATH_TYPESET = "new Promise(done => window.MathJax && MathJax.Hub ? MathJax.Hub.
 SHOT_QUALITY = 85
 MIN_ZOOM = 0.75   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal):
                   # below it code is under 16 px on a 720 px slide, unreadable from the back row
+# lessons whose decks still have lines of text under the navigation arrows (bottom right) on a
+# CPU build, as measured when the check came (slide numbers then): split or shorten those lines,
+# then remove the lesson from here so that its deck is checked too
+NOT_YET_CLEAR_OF_CONTROLS = {
+    "01_hardware_foundations": (10,), "02_pytorch_devices": (8,), "03_simt_programming_model": (10,),
+    "05_compilers_and_interpreters": (11,), "06_asynchronous_execution": (2, 7),
+    "07_automatic_parallelism": (9,), "08_data_movement_and_profiling": (3, 6, 10),
+    "09_multi_gpu_from_scratch": (10, 13, 16), "10_ddp": (12,), "12_accelerators_and_codesign": (5, 11, 18),
+    "14_triton": (6, 8),
+}
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
@@ -187,6 +213,8 @@ def test_deck_steps_through_every_slide_offline(browser, deck_dir, lesson):
         assert "".join(shown.split()) == f"{number}/{expected}", shown
         page.screenshot(path=str(shots / f"slide-{number:02d}.jpg"), type="jpeg", quality=SHOT_QUALITY)
         fit = page.evaluate(FIT_CHECK)
+        if lesson.name not in NOT_YET_CLEAR_OF_CONTROLS and fit["under"]:
+            fit["problems"].append(f"under the navigation controls: {fit['under']}")
         if fit["problems"] or float(fit["zoom"]) < MIN_ZOOM:
             misfits.append(f"slide {number} (zoom {fit['zoom']}): {'; '.join(fit['problems'])}")
     assert misfits == [], f"slides that do not fit (screenshots in {shots}):\n" + "\n".join(misfits)

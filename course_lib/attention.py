@@ -12,7 +12,8 @@ Milakov and Gimelshein 2018), and rescales what it accumulated whenever the maxi
 module holds the counting models (:func:`naive_kernels`, :func:`score_matrix_bytes`,
 :func:`attention_flops`), a naive attention in torch (:func:`naive_attention`), the online
 softmax of one *vector*, shown step by step (:func:`online_softmax_steps`), and the probe that
-says which of torch's ``scaled_dot_product_attention`` back-ends ran (:func:`sdpa_backend_used`).
+says which of torch's ``scaled_dot_product_attention`` back-ends ran (:func:`sdpa_backend_used`),
+and the GPU figures the lecture plots where it has no GPU (:func:`gpu_figures_on_record`).
 The Triton kernels are in :mod:`course_lib.attention_kernels`.
 
 Units: bytes, FLOPs (a multiply and an add are 2), seconds; N and d are element counts.
@@ -228,6 +229,64 @@ def save_gpu_rows(rows: list[dict], device: str, date: str, commit: str, path: P
             writer.writerow({"device": device, "date": date, "commit": commit, "implementation": row["implementation"],
                              "seq_len": row["seq_len"], "tflops": row["tflops"], "peak_bytes": row["peak_bytes"]})
     return path
+
+
+@dataclass(frozen=True)
+class GpuFigure:
+    """One figure a GPU reached, for the lecture to plot where this machine has none: ``value`` in
+    ``unit`` (TFLOP/s: 1e12 FLOPs per second; GB/s: 1e9 bytes per second), the ``device`` and
+    ``date`` it comes from, and its ``origin``: 'recorded' (printed by one of the course's own
+    runs, ``data/gpu_recorded.csv``; 'recorded, 4 notebooks at once' when the GPU was shared) or
+    'cited: <paper>'."""
+    what: str
+    value: float
+    unit: str
+    device: str
+    date: str
+    origin: str
+
+    @property
+    def label(self) -> str:
+        """Three lines for a bar: what it is; the device and date; the origin."""
+        return f"{self.what}\n{self.device}, {self.date}\n{self.origin}"
+
+
+# the FlashAttention papers' headline throughputs, as the lecture's table and references cite them
+CITED_ATTENTION_TFLOPS = (
+    GpuFigure("FlashAttention-2, training GPT, per GPU", 225.0, "TFLOP/s", "NVIDIA A100", "2023",
+              "cited: Dao 2023 (arXiv:2307.08691)"),
+    GpuFigure("FlashAttention-3, FP16", 740.0, "TFLOP/s", "NVIDIA H100", "2024",
+              "cited: Shah et al. 2024 (arXiv:2407.08608)"),
+)
+
+
+def _recorded(what: str, key: str, value: float | None = None, unit: str | None = None) -> GpuFigure:
+    """The figure ``key`` of ``data/gpu_recorded.csv`` (or ``value`` in ``unit`` derived from it)."""
+    from .recorded import ALONE, figure
+
+    fig = figure(key)
+    origin = "recorded" if fig.sharing == ALONE else f"recorded, {fig.sharing}"
+    return GpuFigure(what, fig.value if value is None else value, unit or fig.unit, fig.device, fig.date, origin)
+
+
+def gpu_figures_on_record() -> dict[str, list[GpuFigure]]:
+    """What the lecture plots where there is no GPU and no recorded run of its own benchmark
+    (``data/attention_gpu.csv``), by unit. TFLOP/s: matrix products recorded on an H100 by the
+    course's runs (lessons 01 and 12; attention is two of them per head) beside the attention
+    throughput the FlashAttention papers report (cited). GB/s: lesson 14's row softmax unfused and
+    fused into one kernel, recorded, beside the device's copy bandwidth, the most a memory-bound
+    kernel can reach (fusing S, softmax and P V is what FlashAttention does)."""
+    from .recorded import figure
+
+    # lesson 12 recorded bf16 as a multiple of float32, both measured in the same run
+    bf16_tflops = figure("12.fp32_gflops_n4096").value / 1e3 * figure("12.bf16_over_fp32_n4096").value
+    tflops = [_recorded("fp32 matmul 4096²", "01.matmul_fp32_tflops"),
+              _recorded("bf16 matmul 4096² (tensor cores)", "12.bf16_over_fp32_n4096", bf16_tflops, "TFLOP/s"),
+              *CITED_ATTENTION_TFLOPS]
+    bandwidth = [_recorded("row softmax, unfused (eager)", "14.softmax_eager_gbs"),
+                 _recorded("row softmax, fused (one Triton kernel)", "14.softmax_inductor_gbs"),
+                 _recorded("device-to-device copy", "01.copy_bandwidth_gbs")]
+    return {"TFLOP/s": tflops, "GB/s": bandwidth}
 
 
 # ------------------------------------------------------------------ memory a call allocates

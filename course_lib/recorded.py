@@ -1,4 +1,4 @@
-"""Figures recorded on a real GPU, shown beside what this machine measures (lessons 01, 04-08, 12, 14).
+"""Figures recorded on a real GPU, shown beside what this machine measures (lessons 01, 04-08, 12, 14, 15).
 
 Some effects exist only on a GPU: tensor cores making bfloat16 faster than float32, CUDA graphs
 removing launch costs, copies overlapping compute, a GPU beating the CPU once a problem is large.

@@ -155,3 +155,21 @@ def test_the_lecture_kernel_cannot_stand_in_for_the_exercise():
         "[BLOCK_M, HEAD_DIM]", "(BLOCK_M, HEAD_DIM)")
     with pytest.raises(Refused, match="`_attend_block`"):
         check("flash_forward_kernel", refused_call)
+
+
+def test_gpu_figures_on_record_are_the_recorded_rows_and_the_cited_papers():
+    from course_lib import recorded
+
+    figures = attention.gpu_figures_on_record()
+    assert set(figures) == {"TFLOP/s", "GB/s"}
+    runs = {(r.device, r.date) for r in recorded.figures().values()}
+    for fig in figures["TFLOP/s"] + figures["GB/s"]:
+        assert fig.device in fig.label and fig.date in fig.label and fig.origin in fig.label
+        if fig.origin.startswith("cited"):
+            assert fig in attention.CITED_ATTENTION_TFLOPS
+        else:
+            assert (fig.device, fig.date) in runs
+    softmax = {f.what: f.value for f in figures["GB/s"]}
+    assert softmax["row softmax, unfused (eager)"] == recorded.figure("14.softmax_eager_gbs").value
+    bf16 = next(f for f in figures["TFLOP/s"] if f.what.startswith("bf16"))
+    assert bf16.origin == "recorded, 4 notebooks at once" and round(bf16.value) == 279   # the run printed 279 TFLOP/s

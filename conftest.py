@@ -41,7 +41,8 @@ def pytest_configure(config):
 # PER_LESSON files the later lessons (the multi-process ones, the slowest) first: the CPU then
 # stays busy to the end rather than one worker finishing a long unit alone.
 SLOWEST_FIRST = (   # by their seconds in a full run (2-core VM, 2026-11-26), the longest first
-    "tests/grading/test_sandbox.py", "tests/browser/test_hub.py", "tests/grading/test_grading_parallel_attacks.py",
+    "tests/grading/test_sandbox.py", "tests/browser/test_hub.py", "tests/grading/test_grading_slurm.py",
+    "tests/grading/test_grading_parallel_attacks.py",
     "tests/grading/test_triton_grading.py", "tests/lib/test_simt_agreement.py", "tests/grading/test_grading_kernels.py",
     "tests/grading/test_grading_attacks.py", "tests/lib/test_parallel_zero.py", "tests/grading/test_grading_attacks_kernels.py",
     "tests/grading/test_triton_grading_attention.py",

@@ -214,6 +214,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--no-feedback", action="store_true", help="skip the HTML feedback")
     g.add_argument("--shard", help="I/N: grade only shard I (from 0) of N, for a cluster; then --merge")
     g.add_argument("--merge", action="store_true", help="merge the shards of the last run into one CSV and gradebook")
+    g.add_argument("--slurm", type=int, metavar="N",
+                   help="grade in N shards on a Slurm cluster: submit a job array of N `--shard I/N` tasks with these "
+                        "options (sbatch) and the `--merge` as a job after them; scripts and logs in "
+                        "build/grading/<lesson>/slurm/")
     g.add_argument("--gpu", action="store_true", help="bind the NVIDIA devices into the sandbox (default: CPU only)")
     g.add_argument("--no-sandbox-i-trust-this-code", action="store_true",
                    help="run submissions without bubblewrap (only for code you trust)")

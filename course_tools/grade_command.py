@@ -57,10 +57,11 @@ def _shown(path: Path) -> str:
 def cmd_grade(args) -> int:
     """Sandboxed autograding of one lesson's submissions (all, or one shard), then the grades
     CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
-    gradebook. Exit 0 when every submission was processed (whatever it scored); 1 for a grader
-    fault or bad input; 2 when no sandbox is available and the grader did not accept that; 130
-    when interrupted (Ctrl-C: the CSV written says who was not graded). SIGTERM ends it by that
-    signal, after the same CSV."""
+    gradebook; or (--slurm N) N shards and their merge submitted to Slurm (``grade_slurm``;
+    exit 0 once both jobs are submitted). Exit 0 when every submission was processed (whatever
+    it scored); 1 for a grader fault or bad input; 2 when no sandbox is available and the grader
+    did not accept that; 130 when interrupted (Ctrl-C: the CSV written says who was not graded).
+    SIGTERM ends it by that signal, after the same CSV."""
     from .grading import sandbox as grading_sandbox
     from .grading.grade import grade_lesson, merge_lesson
     from .grading.nbgrader_course import GradingError
@@ -90,6 +91,10 @@ def cmd_grade(args) -> int:
         return 1
     started = None
     try:
+        if getattr(args, "slurm", None):
+            from .grade_slurm import submit
+
+            return submit(lesson, args)
         if args.merge:
             outcomes = merge_lesson(lesson)
         else:
@@ -168,6 +173,9 @@ def check_limits(args) -> None:
                           f"{args.cell_timeout:g}; nothing was graded")
 
 
+MAX_SLURM_SHARDS = 1000   # below Slurm's default MaxArraySize (1001)
+
+
 def check_grade_input(args) -> None:
     """CourseError (one line) for a `course grade` command line that cannot be graded."""
     one_lesson(args.lesson)
@@ -179,6 +187,11 @@ def check_grade_input(args) -> None:
         except SubmissionProblem as exc:
             raise CourseError(str(exc)) from None
     check_limits(args)
+    if getattr(args, "slurm", None) is not None:
+        if args.shard or args.merge:
+            raise CourseError("--slurm submits the shards and their merge itself: give it without --shard and --merge")
+        if not 1 <= args.slurm <= MAX_SLURM_SHARDS:
+            raise CourseError(f"--slurm {args.slurm}: give 1 to {MAX_SLURM_SHARDS} shards (tasks of one Slurm job array)")
     from .grading.sandbox import SLOTS
     if not 1 <= args.workers <= SLOTS:
         raise CourseError(f"--workers must be between 1 and {SLOTS} (submissions graded at once by one grader)")

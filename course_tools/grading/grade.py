@@ -31,12 +31,12 @@ from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
 from . import sandboxed_process
 from .execute import Execution, Verdict, _error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html, safe_outputs
+from .intake import (STUDENT_NAME, class_rows, copy_files, folder_problem, import_submissions, inspect_folder,
+                     notebook_notes, odd_folder_name, read_timestamp)
 from .nbgrader_course import CourseDir, GradingError, student_version
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
-from .intake import (STUDENT_NAME, copy_files, import_submissions, inspect_folder, notebook_notes, odd_folder_name,
-                     read_timestamp)
 from .submission import (SubmissionProblem, _nb_meta, is_test_cell, lesson_marks, read_submission,
                          refuse_other_lesson, restore_test_cells)
 from .wire import valid_text
@@ -141,7 +141,7 @@ def grade_one(student: str, ctx: dict, slot: int) -> Outcome:
     """Grade one student's folder in submitted/; write its graded notebook and feedback page
     into the shard folder. Never raises."""
     start = time.perf_counter()
-    outcome = Outcome(student)
+    outcome = Outcome(student, max_score=ctx["max_score"])   # a shard's own lines show it too
     folder = ctx["course"].root / "submitted" / student / ctx["lesson"]
     try:
         outcome.reasons += ctx.get("intake_notes", {}).get(student, [])
@@ -185,14 +185,20 @@ def _students(course: CourseDir, lesson: str) -> list[str]:
     return sorted(p.name for p in submitted.iterdir() if not p.name.startswith(".") and os.path.lexists(p / lesson))
 
 
-def _take_in(course: CourseDir, lesson: str, submissions: Path | None, progress: bool) -> tuple[dict, dict, list]:
+def _take_in(course: CourseDir, lesson: str, submissions: Path | None, progress: bool,
+             shard: tuple[int, int] = (0, 1)) -> tuple[dict, dict, list]:
     """(refused {student: reason}, intake notes {student: [notes]}, every student to grade):
-    ``submissions`` taken into submitted/ (exactly its students), else the class already there."""
+    ``submissions`` taken into submitted/ (exactly its students, listed once; shard ``I`` of
+    ``N`` takes in only its own, those at positions ``i % N == I``, and the reasons and notes
+    are theirs), else the class already there."""
     if submissions:
         try:
-            refused, intake_notes, taken = import_submissions(course, lesson, Path(submissions))
+            folder_problem(Path(submissions))
+            rows = class_rows(Path(submissions))
+            refused, intake_notes, _ = import_submissions(course, lesson, Path(submissions), rows[shard[0]::shard[1]])
         except SubmissionProblem as exc:  # not a folder of student folders: bad input, nothing graded
             raise GradingError(str(exc)) from None
+        taken = [row for row, _ in rows if row not in refused]   # the other shards' students too
     else:
         refused, intake_notes, taken = {}, {}, None
     present = _students(course, lesson)
@@ -329,7 +335,7 @@ def _grade_shard(ctx: dict, mine: list[str], refused: dict, reference_student: s
     plan = lesson_plan(ctx["course"].root, ctx["lesson"], ctx["source_nb"], ctx["blank_nb"], _reference_runner(ctx))
     ctx["facts"] = lesson_facts(ctx["source_nb"], plan)
     if reference_student in mine and "reference_run" in ctx:
-        done[reference_student] = Outcome(reference_student)
+        done[reference_student] = Outcome(reference_student, max_score=ctx["max_score"])
         _record(done[reference_student], *ctx["reference_run"], ctx)
     done.update({s: Outcome(s, score=float("nan"), status="refused", reasons=[refused[s]], max_score=ctx["max_score"])
                  for s in mine if s in refused})
@@ -356,7 +362,7 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
     if sandbox and not bubblewrap():
         raise SandboxUnavailable(why_no_sandbox())
     blank_nb = student_version(course, lesson)   # GradingError before anything is taken in
-    refused, intake_notes, everyone = _take_in(course, lesson, submissions, progress)
+    refused, intake_notes, everyone = _take_in(course, lesson, submissions, progress, shard)
     mine = [s for i, s in enumerate(everyone) if i % count == index]
     scratch, out = _shard_folders(course, lesson, index, count)
     ctx = {**_lesson_context(course, lesson, blank_nb, limits, sandbox, feedback, scratch, out),

@@ -168,7 +168,16 @@ def _same_files(src: Path, files, target: Path) -> bool:
         read_regular(src / rel, size + 1) == read_regular(target / rel, size + 1) for rel, size in files)
 
 
-def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
+def class_rows(submissions: Path) -> list[tuple[str, Path]]:
+    """(the name of its row, entry) for each entry of a class folder that intake takes, in the
+    order of those names (the order shards are cut in): a plain student id as it is, any other
+    name escaped as Python writes it (``'Jane Doe'`` -> ``Jane Doe``, a control character as ``\\x07``)."""
+    entries = [p for p in Path(submissions).iterdir() if not p.name.startswith(".") and p.name not in TOOL_LITTER]
+    return sorted((repr(p.name)[1:-1], p) for p in entries)
+
+
+def import_submissions(course: CourseDir, lesson: str, submissions: Path,
+                       entries: list[tuple[str, Path]] | None = None) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
     """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/ after
     inspecting it, with a ``timestamp.txt`` of the grader's: now, or the time of the earlier
     copy when the files have not changed since (a student's own timestamp.txt is not copied).
@@ -177,21 +186,21 @@ def import_submissions(course: CourseDir, lesson: str, submissions: Path) -> tup
     {student: [notes]} for the students whose timestamp.txt was ignored, [the students copied]).
     A file at the top of the class folder (a notebook uploaded without its folder) is one refused
     entry, named by the file, and the class is graded. SubmissionProblem when ``submissions`` is
-    not a folder of student folders (a notebook, or one student's folder: ``folder_problem``)."""
+    not a folder of student folders (a notebook, or one student's folder: ``folder_problem``).
+    ``entries``: those of ``class_rows`` to take in (default: all; a shard takes in only its own,
+    so shards running at once never write the same folder of submitted/)."""
     refused, notes, taken = {}, {}, []
     folder_problem(submissions)
-    for student_dir in sorted(Path(submissions).iterdir()):
+    for row, student_dir in class_rows(submissions) if entries is None else entries:
         name = student_dir.name
-        if name.startswith(".") or name in TOOL_LITTER:
-            continue
         top = os.lstat(student_dir)
         if not stat.S_ISDIR(top.st_mode):  # a stray file: its own refused row, the class goes on
-            refused[repr(name)[1:-1]] = _stray_entry(name, top.st_mode)
+            refused[row] = _stray_entry(name, top.st_mode)
             if STUDENT_NAME.fullmatch(name):
                 _remove(course, name, lesson)
             continue
         if not STUDENT_NAME.fullmatch(name):
-            refused[repr(name)[1:-1]] = odd_folder_name(name)
+            refused[row] = odd_folder_name(name)
             continue
         src = student_dir / lesson if os.path.lexists(student_dir / lesson) else student_dir
         target = course.root / "submitted" / name / lesson

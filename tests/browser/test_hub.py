@@ -43,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-
+from course_copy import link_or_copy, linked_venv
 from free_ports import free_port_range
 
 REPO = Path(__file__).resolve().parents[2]
@@ -115,23 +115,6 @@ def accounts():
         _remove_account(user)
 
 
-def _link_or_copy(source: Path, target: Path) -> None:
-    """A tree of hard links to ``source`` (quick), or a copy where it lies on another file system."""
-    if subprocess.run(["cp", "-al", str(source), str(target)], capture_output=True).returncode != 0:
-        shutil.rmtree(target, ignore_errors=True)
-        subprocess.run(["cp", "-a", str(source), str(target)], check=True)
-
-
-def _rewrite(path: Path, old: str, new: str) -> None:
-    """Replace ``old`` by ``new`` in a text file through a new file, so that a hard link to
-    the original (this checkout's .venv) is left as it was."""
-    text = path.read_text()
-    fresh = path.with_name(path.name + ".hub-test")
-    fresh.write_text(text.replace(old, new))
-    shutil.copymode(path, fresh)
-    os.replace(fresh, path)
-
-
 def copy_course(dest: Path, owner: str) -> Path:
     """The repository's files (tracked, or untracked and not ignored) copied to ``dest`` and
     given to ``owner``, with hub/node_modules and a hard-linked .venv whose scripts and
@@ -149,19 +132,7 @@ def copy_course(dest: Path, owner: str) -> Path:
         for name in dirs + files:
             os.lchown(os.path.join(root, name), entry.pw_uid, entry.pw_gid)
     os.chown(dest, entry.pw_uid, entry.pw_gid)
-    venv = dest / ".venv"  # hard links (same file system), root's and read-only to the instructor
-    _link_or_copy(REPO / ".venv", venv)
-    old_venv, old_repo = str(REPO / ".venv"), str(REPO)
-    for script in (venv / "bin").iterdir():
-        if script.is_file() and not script.is_symlink():
-            head = script.open("rb").read(200)
-            if head.startswith(b"#!") and old_venv.encode() in head:
-                _rewrite(script, old_venv, str(venv))
-    for site in venv.glob("lib/python3*/site-packages"):
-        for finder in [*site.glob("__editable__*finder.py"), *site.glob("__editable__*.pth")]:
-            if old_repo in finder.read_text():
-                _rewrite(finder, f"'{old_repo}/", f"'{dest}/")
-                _rewrite(finder, f"{old_repo}\n", f"{dest}\n")
+    venv = linked_venv(dest)  # hard links (same file system), root's and read-only to the instructor
     _runnable_base(venv, dest.parent / "python")
     return dest
 
@@ -180,7 +151,7 @@ def _runnable_base(venv: Path, spare: Path) -> None:
     if _entered_by_others(base.parent):
         return
     prefix = base.parent.parent
-    _link_or_copy(prefix, spare)
+    link_or_copy(prefix, spare)
     exe = spare / "bin" / base.name
     old_rpath = f"{prefix}/lib".encode() + b"\0"
     data = exe.read_bytes()

@@ -23,6 +23,12 @@ atomics are refused; after the launch every input must equal what the caller pas
 ``block_limit`` elements (:data:`MAX_BLOCK` unless an exercise bounds its tiles tighter;
 :class:`BlockTooLarge`).
 
+Each of these refusals is a :class:`~course_lib.checks.core.CheckFailed` as well, of one line:
+what was expected, what the kernel did and, for what happens while it runs, the kernel's line
+that did it; a notebook shows it as it shows a failed check (the message, then the student's
+lines, no interpreter frames). A kernel that still holds the release's stub (``raise
+NotImplementedError()``) is refused before it runs (``checks.unanswered.NotAnswered``).
+
 Triton publishes Linux wheels only (x86-64 and aarch64): on macOS and Windows ``import triton``
 fails, :func:`triton_mode` says so, and the lesson shows its kernels without running them.
 """
@@ -31,11 +37,16 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import inspect
+import linecache
 import math
 import os
 import platform
+import sys
 from contextlib import contextmanager
+from pathlib import Path
 
+from .checks.core import CheckFailed
+from .checks.unanswered import refuse_unanswered
 from .triton_interpreter import interpreted, jit_calls_interpreted, language_restored, unwrap
 
 MAX_PROGRAMS = 4096          # programs one counted launch may have (the interpreter runs them one by one)
@@ -97,22 +108,49 @@ def triton_reason() -> str:
     return prepare()[1]
 
 
-class OutOfBounds(IndexError):
+class OutOfBounds(CheckFailed, IndexError):
     """A load or store whose address lies outside every tensor the kernel was given."""
 
 
-class InputWritten(RuntimeError):
+class InputWritten(CheckFailed, RuntimeError):
     """A store into a tensor the launch names as an input (not one of its ``outputs``), or an
     input that differs after the launch from what the caller passed."""
 
 
-class TensorParameter(TypeError):
+class TensorParameter(CheckFailed, TypeError):
     """A tensor passed to a kernel parameter with an annotation (``tl.constexpr``) or a default
     value: the interpreter would hand the kernel the torch tensor itself, not a pointer."""
 
 
-class BlockTooLarge(ValueError):
+class BlockTooLarge(CheckFailed, ValueError):
     """A tensor made by the kernel with more elements than the launch's ``block_limit``."""
+
+
+class Uncounted(CheckFailed, RuntimeError):
+    """An operation that reaches memory a counted launch cannot count (an atomic)."""
+
+
+_NOT_THE_KERNEL = (str(Path(__file__).parent), str(Path(inspect.__file__).parent))   # course_lib, Python's library
+
+
+def kernel_line() -> str:
+    """Where the running kernel is, for a message: "add_kernel, line 5: `x = tl.load(x_ptr + offs)`"
+    (the innermost frame that is neither Triton's, NumPy's, the course library's nor Python's,
+    i.e. the student's kernel or a helper it calls; lines of its cell or its source), "" if none."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not (name.startswith(_NOT_THE_KERNEL) or "site-packages" in name or "dist-packages" in name):
+            text = linecache.getline(name, frame.f_lineno).strip()
+            return f"{frame.f_code.co_name}, line {frame.f_lineno}" + (f": `{text[:120]}`" if text else "")
+        frame = frame.f_back
+    return ""
+
+
+def _at(before: str = "") -> str:
+    """``before`` + " at " + :func:`kernel_line` for a message; "" when the line cannot be found."""
+    where = kernel_line()
+    return f"{before} at {where}" if where else ""
 
 
 @dataclasses.dataclass
@@ -210,7 +248,7 @@ class _Counter:
             if op == "store" and nbytes and self.writable is not None and name not in self.writable:
                 allowed = ", ".join(f"`{n}`" for n in sorted(self.writable)) or "no tensor"
                 raise InputWritten(f"program {program}: a tl.store into `{name}`, an input: expected stores only "
-                                   f"into {allowed}, got {nbytes // size} element(s) stored into `{name}` "
+                                   f"into {allowed}, got {nbytes // size} element(s) stored into `{name}`{_at()} "
                                    "(inputs must come back unchanged)")
             (self.loaded if op == "load" else self.stored)[name] += nbytes
             row = self.per_program.setdefault(program, [0, 0])
@@ -219,8 +257,9 @@ class _Counter:
         if not hit.all():
             bad = int(addrs[~hit][0])
             where = _where(bad, self.regions) if self.regions else "no tensor at all"
-            raise OutOfBounds(f"program {program}: a tl.{op} of {int((~hit).sum())} element(s) outside the tensors "
-                              f"it was given (the first at address {bad:#x}, {where}); mask the lanes past the end")
+            raise OutOfBounds(f"program {program}: a tl.{op}{_at()}: expected every lane inside a tensor, got "
+                              f"{int((~hit).sum())} element(s) outside the tensors it was given (the first at "
+                              f"address {bad:#x}, {where}); mask the lanes past the end")
 
 
 _MADE_BY = {"create_make_range": "tl.arange", "create_splat": "tl.full/tl.zeros (or a number spread over a block)",
@@ -249,7 +288,7 @@ def _bounded(builder, op: str, method, limit: int):
         return BlockTooLarge(f"program {tuple(builder.grid_idx)}: {made} makes a tensor of {elements} elements"
                              + (f" (shape {tuple(shape)})" if shape is not None else "")
                              + f"; a graded block has at most {limit} elements in this launch (a tile of the "
-                               "exercise's block sizes, as its spec says)")
+                               f"exercise's block sizes, as its spec says){_at(';')}")
 
     def call(*args, **kwargs):
         planned = _planned_elements(op, args)
@@ -265,8 +304,8 @@ def _bounded(builder, op: str, method, limit: int):
 
 def _refused(builder, op: str):
     def call(*args, **kwargs):
-        raise RuntimeError(f"program {tuple(builder.grid_idx)}: {_UNCOUNTED[op]} reaches memory that a graded "
-                           "launch cannot count: use tl.load and tl.store")
+        raise Uncounted(f"program {tuple(builder.grid_idx)}: {_UNCOUNTED[op]} reaches memory that a graded "
+                        f"launch cannot count: use tl.load and tl.store{_at(';')}")
     return call
 
 
@@ -405,6 +444,7 @@ def count(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> Traffi
     if programs > MAX_PROGRAMS:
         raise ValueError(f"a grid of {programs} programs; a counted launch may have {MAX_PROGRAMS}")
     names = _arg_names(kernel)
+    refuse_unanswered(kernel)
     refuse_tensor_constants(kernel, args, meta)
     for name, value in zip(names, args):
         if hasattr(value, "device") and getattr(value.device, "type", "cpu") != "cpu":
@@ -439,6 +479,7 @@ def launch(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> None:
         raise RuntimeError(why)
     import torch
 
+    refuse_unanswered(kernel)   # compiled, the stub's raise is a compile error; interpreted, a traceback
     refuse_tensor_constants(kernel, args, meta)
     if mode == "interpreter" or type(kernel).__name__ == "InterpretedFunction":   # always bounds-checked
         cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]

@@ -4,7 +4,11 @@
   ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises
   ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
 - :mod:`.failure_display`: in a notebook, a failed check shows its message first and the
-  student's own line, without course_lib's frames (registered on import, ``CheckFailed`` only).
+  student's own line, without course_lib's frames (registered on import, for ``CheckFailed`` and
+  the release's ``raise NotImplementedError()`` stub).
+- :mod:`.unanswered`: ``NotAnswered``, the one line said of a function or kernel that still holds
+  the release's stub, and ``refuse_unanswered``, which the kernel launches and multi-process
+  checks call before running the student's code.
 - :mod:`.probe`: ``in_student_kernel``, for the part of a test that must run in the student's
   kernel (patching a module around the student's function, passing it a callable or a model).
 - :mod:`.kernel_launch`: ``launch_checked``, lessons 03/04's kernel launch for a test: on copies of

@@ -35,6 +35,7 @@ import torch.distributed as dist
 
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
+from .unanswered import refuse_unanswered
 from .worker_results import MalformedResult, difference, worst
 
 
@@ -117,6 +118,7 @@ def check_allreduce(fn, world_size: int = 3, sizes=(1, 5, 12, 100), timeout: flo
     ``point_to_point_only`` the function may use only send/recv."""
     shapes = [_shape(s) for s in sizes]
     inputs = _inputs(world_size, shapes)
+    refuse_unanswered(fn)   # its workers would end with a traceback of their own
     results = launch(student_worker, world_size, job_for(fn), PerRank(inputs),
                      point_to_point_only=point_to_point_only, timeout=timeout)
     raw = [_raw_calls(r, rank, shapes) for rank, r in enumerate(results)]

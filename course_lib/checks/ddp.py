@@ -36,6 +36,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
+from .unanswered import refuse_unanswered
 from .worker_results import MalformedResult, difference, worst
 
 LR, STEPS = 0.1, 2  # SGD learning rate, optimizer steps
@@ -150,6 +151,7 @@ def check_step(step, world: int = 2, micro: int = 3, timeout: float = 60.0) -> d
     model, X, y = _step_problem(world, micro, seed)
     initial = [p.detach().clone() for p in model.parameters()]
     shares = PerRank([_share(X, y, rank, world) for rank in range(world)])
+    refuse_unanswered(step)   # its workers would end with a traceback of their own
     results = launch(step_worker, world, job_for(step), initial, shares, lr=LR, steps=STEPS, micro=micro,
                      timeout=timeout)
     shapes = [tuple(p.shape) for p in initial]

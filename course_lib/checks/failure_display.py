@@ -4,7 +4,11 @@ came back, the hint), then the student's own line(s), and none of ``course_lib``
 IPython's usual traceback for a ``CheckFailed`` raised inside a check shows the check's source
 (``raise CheckFailed(msg)``), often through several library frames, with the message on the last
 line. Importing ``course_lib.checks`` in an IPython kernel registers ``show_check_failure`` for
-``CheckFailed`` only; every other exception keeps IPython's full traceback.
+``CheckFailed`` (the checks', the kernel launches' and ``NotAnswered``) and ``NotImplementedError``:
+a ``NotImplementedError`` raised by the release's stub in one of the notebook's cells (``raise
+NotImplementedError()`` under ``# YOUR CODE HERE``) is shown as one line, "NotAnswered: NAME is not
+answered yet ...", and the test's line; any other keeps IPython's full traceback, as does every
+other exception.
 """
 from __future__ import annotations
 
@@ -13,9 +17,11 @@ import traceback
 from pathlib import Path
 
 from .core import CheckFailed
+from .unanswered import is_stub_line, message
 
 LIBRARY = Path(__file__).resolve().parents[1]   # course_lib/
 MAX_FRAMES = 3   # the student's innermost lines shown
+HANDLED = (CheckFailed, NotImplementedError)
 
 
 def _students_frame(filename: str) -> bool:
@@ -31,20 +37,42 @@ def _students_frame(filename: str) -> bool:
                 or "lib" in resolved.parts and any(p.startswith("python3") for p in resolved.parts))
 
 
+def _where(frame) -> str:
+    cell = frame.filename.startswith("<") or "ipykernel_" in frame.filename
+    return "your cell" if cell else Path(frame.filename).name
+
+
 def failure_lines(value: BaseException, tb) -> list[str]:
     """The lines shown for a failed check: its message, then the student's own frames (the
-    cell line that called the check, and any line of theirs that it called back)."""
-    lines = [f"{type(value).__name__}: {value}"]
+    cell line that called the check, and the innermost lines of theirs that it called back)."""
     frames = [f for f in traceback.extract_tb(tb) if _students_frame(f.filename) and f.line]
-    for frame in frames[-MAX_FRAMES:]:
-        where = "your cell" if frame.filename.startswith("<") or "ipykernel_" in frame.filename else Path(frame.filename).name
-        lines.append(f"  {where}, line {frame.lineno}: {frame.line}")
-    return lines
+    return [f"{type(value).__name__}: {value}", *_shown(frames)]
+
+
+def _shown(frames) -> list[str]:
+    """The cell's line that was run (the outermost of the student's frames) and the innermost
+    ones, at most :data:`MAX_FRAMES` in all (a kernel's line when the failure happened in it)."""
+    kept = frames if len(frames) <= MAX_FRAMES else frames[:1] + frames[1 - MAX_FRAMES:]
+    return [f"  {_where(f)}, line {f.lineno}: {f.line}" for f in kept]
+
+
+def stub_lines(tb) -> list[str] | None:
+    """The lines shown for a ``NotImplementedError`` raised by an unanswered exercise's stub in a
+    notebook cell (one line naming it, then the student's lines that reached it); None when the
+    innermost frame is not such a stub."""
+    frames = traceback.extract_tb(tb)
+    if not frames or not _students_frame(frames[-1].filename) or not is_stub_line(frames[-1].line or ""):
+        return None
+    callers = [f for f in frames[:-1] if _students_frame(f.filename) and f.line]
+    return [f"NotAnswered: {message(frames[-1].name)}", *_shown(callers)]
 
 
 def show_check_failure(shell, etype, value, tb, tb_offset=None) -> list[str]:
-    """IPython custom exception handler for ``CheckFailed`` (see the module docstring)."""
-    stb = failure_lines(value, tb)
+    """IPython custom exception handler for :data:`HANDLED` (see the module docstring)."""
+    stb = failure_lines(value, tb) if isinstance(value, CheckFailed) else stub_lines(tb)
+    if stb is None:   # a NotImplementedError of a library, or one the student raised on purpose
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset, running_compiled_code=True)
+        return []
     shell._showtraceback(etype, value, stb)   # the kernel sends it as the cell's error output
     return stb
 
@@ -56,7 +84,7 @@ def install() -> bool:
     for nothing (0.2 s of CPU per process)."""
     ipython = sys.modules.get("IPython")
     shell = ipython.get_ipython() if ipython is not None and hasattr(ipython, "get_ipython") else None
-    if shell is None or getattr(shell, "custom_exceptions", ()) not in ((), (CheckFailed,)):
+    if shell is None or getattr(shell, "custom_exceptions", ()) not in ((), (CheckFailed,), HANDLED):
         return False
-    shell.set_custom_exc((CheckFailed,), show_check_failure)
+    shell.set_custom_exc(HANDLED, show_check_failure)
     return True

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .core import CheckFailed
+from .unanswered import refuse_unanswered
 
 
 def _parameters(kernel) -> tuple[str, list[str]]:
@@ -74,10 +75,12 @@ def launch_checked(kernel, grid, block, args, outputs=(-1,), count: bool = False
     ``count=True``. ``outputs``: indices of the arguments the kernel may write (default: the
     last); every other array argument must come back unchanged, else :class:`CheckFailed`.
     The caller's arrays are never passed to the kernel, so expected values computed from them
-    after the launch are computed from what the test generated."""
+    after the launch are computed from what the test generated. A kernel that still holds the
+    release's stub is :class:`~course_lib.checks.unanswered.NotAnswered` before it launches."""
     __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     from course_lib import kernels   # lazy: importing it chooses GPU or simulator for numba.cuda
 
+    refuse_unanswered(kernel)   # a GPU would ignore the stub's raise and leave the output as it was
     args = list(args)
     outs = {i % len(args) for i in outputs}
     work = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]

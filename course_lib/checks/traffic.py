@@ -29,26 +29,45 @@ import warnings
 
 import numpy as np
 
+from ..access_counts import SharedMemoryRace
 from .core import CheckFailed, _ok
 from .kernel_launch import check_inputs_unchanged
+from .unanswered import python_function, refuse_unanswered
 
 
 def launch_traffic(kernel, grid, block, args, outputs=(-1,)):
     """Run ``kernel[grid, block](*args)`` in the SIMT engine on copies of the array arguments and
     return (the output ``args[outputs[0]]`` after the launch, the :class:`course_lib.simt.Result`).
-    Every array argument not in ``outputs`` must come back unchanged (else CheckFailed); a
-    shared-memory race raises ``SharedMemoryRace``, an index outside an array ``IndexError``."""
+    Every array argument not in ``outputs`` must come back unchanged, else CheckFailed. What the
+    kernel does wrong in the engine is a CheckFailed of one line naming its line (no engine
+    frames): a shared-memory race, an index outside an array, a statement the engine does not
+    run (:func:`kernel_fault`); a kernel that still holds the release's stub is
+    :class:`~course_lib.checks.unanswered.NotAnswered` before it runs."""
     __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     from course_lib import simt
 
+    refuse_unanswered(kernel)
     args = list(args)
     outs = {i % len(args) for i in outputs}
     work = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = simt.run(kernel, grid, block, *work)
+        try:
+            result = simt.run(kernel, grid, block, *work)
+        except (SharedMemoryRace, IndexError, simt.Unsupported) as exc:
+            raise kernel_fault(kernel, exc) from None
     check_inputs_unchanged(kernel, args, work, outs)
     return work[outputs[0] % len(args)], result
+
+
+def kernel_fault(kernel, exc: Exception) -> CheckFailed:
+    """The one-line failure for what ``kernel`` did wrong in the SIMT engine (``exc``: a
+    ``SharedMemoryRace``, an ``IndexError`` naming the kernel's line, or ``Unsupported``)."""
+    name = getattr(python_function(kernel), "__name__", "the kernel")
+    expected = ("no shared-memory race" if isinstance(exc, SharedMemoryRace) else
+                "every index inside its array" if isinstance(exc, IndexError) else
+                "statements the SIMT engine runs (those of the lesson's kernels)")
+    return CheckFailed(f"{name}: expected {expected}, got: {exc}")
 
 
 def _fail(name: str, expected: str, got: str, hint: str = "") -> None:

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
+from .unanswered import refuse_unanswered
 from .worker_results import MalformedResult, difference, worst
 
 STEPS, LR, BETA = 3, 0.1, 0.9  # steps per size, learning rate, momentum
@@ -113,6 +114,7 @@ def check_sharded_step(fn, world_size: int = 2, numels=(8, 10), timeout: float =
     problems = [sharded_step_problem(numel, world_size) for numel in numels]
     per_rank = PerRank([[(param, [step[rank] for step in grads]) for param, grads in problems]
                         for rank in range(world_size)])
+    refuse_unanswered(fn)   # its workers would end with a traceback of their own
     results = launch(sharded_step_worker, world_size, job_for(fn), per_rank, lr=LR, beta=BETA,
                      timeout=timeout)
     raw = [_raw_steps(r, rank, len(problems), STEPS) for rank, r in enumerate(results)]

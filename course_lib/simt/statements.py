@@ -94,6 +94,10 @@ class Statements:
             ok = truth(self.eval(stmt.test, m))
             if not np.all(ok[m] if vec(ok) else ok):
                 raise AssertionError(f"{self.where(stmt)}: assert {self.source.text(stmt.test)} failed")
+        elif kind is ast.Raise:
+            stub = "NotImplementedError" in self.source.text(stmt)
+            raise Unsupported(f"{self.where(stmt)}: a kernel cannot raise (`{self.source.text(stmt)}`)"
+                              + (": it is not answered yet, write it where it says # YOUR CODE HERE" if stub else ""))
         else:
             raise Unsupported(f"{self.where(stmt)}: the SIMT engine does not run `{type(stmt).__name__}`")
 

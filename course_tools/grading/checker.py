@@ -17,7 +17,9 @@ was stdout at start (the test cells' own prints are captured separately). Reques
 rebuilt kernels (a kernel that fails the whitelist is installed as a stand-in whose every use
 fails with the reason); ``{"op": "run", "code": str, "ns": key, "save": key}`` runs code (in a
 saved namespace when ``ns`` is given, saving a copy afterwards when ``save`` is given) and
-answers ``{"op": "done", "ok": bool, "stdout": str, "ename": str, "evalue": str, "lines": [...]}``.
+answers ``{"op": "done", "ok": bool, "stdout": str, "ename": str, "evalue": str, "lines": [...],
+"at": line}`` (``lines``: the code's innermost lines in the traceback; ``at``: the number of the
+top-level line of the code that failed, which names the hidden test that failed).
 While code runs, a proxy writes ``{"op": "call", "name", "args"}`` and reads
 ``{"op": "result", ...}``; a probe (a test cell's ``@in_student_kernel`` function, see
 ``course_lib.checks.probe``) writes ``{"op": "probe", "name", "source", "args"}``: the grader
@@ -45,6 +47,19 @@ OUTPUT_CHARS = 1_000_000   # characters of a test cell's stdout and stderr kept 
 
 class StudentError(Exception):
     """The student's function raised (or returned something that cannot be graded)."""
+
+
+class NotAnswered(StudentError):
+    """The student's function or kernel still holds the release's stub (``raise NotImplementedError()``)."""
+
+
+def not_answered(name: str) -> NotAnswered:
+    """The failure for an exercise ``name`` not answered yet, worded as the student's notebook words it."""
+    if __package__:
+        from .gpu_kernels.source_whitelist import unanswered_text
+    else:   # run as checker.py: gpu_kernels/ is on sys.path
+        from source_whitelist import unanswered_text
+    return NotAnswered(unanswered_text(name))
 
 
 class Channel:
@@ -92,6 +107,9 @@ def _ask(channel: Channel, wire, request: dict, call: str):
         raise StudentError(f"{call}: no answer from your kernel")
     if "timeout" in reply:
         raise StudentError(f"{call} did not finish in time ({reply['timeout']})")
+    unanswered = reply.get("unanswered")
+    if "error" in reply and isinstance(unanswered, str) and unanswered.isidentifier() and len(unanswered) < 80:
+        raise not_answered(unanswered)   # the stub of the student's function (or one it calls) raised
     if "error" in reply:
         raise _exception_for(str(reply["error"])[:80], str(reply.get("message", ""))[:2000], call)
     if "notplain" in reply:
@@ -144,19 +162,20 @@ def make_probe(fn, channel: Channel, wire):
 
 class Missing:
     """Stands for a student name whose value cannot be graded; any use fails with the reason
-    (``text``, or one made of ``why``)."""
+    (``text``, or one made of ``why``) as an ``error`` (StudentError, or NotAnswered)."""
 
-    def __init__(self, name: str, why: str, text: str = ""):
+    def __init__(self, name: str, why: str, text: str = "", error: type = StudentError):
         self._why = text or f"{name} is {why}; only plain data can be graded"
+        self._error = error
 
     def __getattr__(self, attr):
-        raise StudentError(self._why)
+        raise self._error(self._why)
 
     def __getitem__(self, key):
-        raise StudentError(self._why)
+        raise self._error(self._why)
 
     def __call__(self, *args, **kwargs):
-        raise StudentError(self._why)
+        raise self._error(self._why)
 
     def __repr__(self):
         return "<not gradable>"
@@ -177,7 +196,10 @@ def install(ns: dict, kinds: dict, channel: Channel, wire, kernel_source) -> Non
         elif kind != "kernel":
             ns.pop(name, None)
     for name, built in kernel_source.Builder(kinds, ns, wire.decode).all().items():
-        ns[name] = Missing(name, "", str(built)[:2000]) if isinstance(built, kernel_source.Refused) else built
+        if isinstance(built, kernel_source.Refused):
+            error = NotAnswered if isinstance(built, kernel_source.Unanswered) else StudentError
+            built = Missing(name, "", str(built)[:2000], error)
+        ns[name] = built
 
 
 class _CappedText(io.TextIOBase):
@@ -213,10 +235,10 @@ def _run(code: str, ns: dict) -> dict:
         exec(compile(code, CELL, "exec"), ns)  # noqa: S102 - the instructor's test code
         return {"op": "done", "ok": True, "stdout": out.getvalue()}
     except BaseException as exc:  # noqa: BLE001 - every failure becomes a reply
-        lines = [f"line {f.lineno}: {f.line}" for f in traceback.extract_tb(exc.__traceback__)
-                 if f.filename == CELL and f.line]
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename == CELL]
+        lines = [f"line {f.lineno}: {f.line}" for f in frames if f.line]
         return {"op": "done", "ok": False, "stdout": out.getvalue(), "ename": type(exc).__name__,
-                "evalue": str(exc)[:4000], "lines": lines[-3:]}
+                "evalue": str(exc)[:4000], "lines": lines[-3:], "at": frames[0].lineno if frames else None}
     finally:
         sys.stdout, sys.stderr = old
 

@@ -31,7 +31,7 @@ from .checker_process import CheckerProcess
 from .student_kernel import SandboxKernel
 from .sandbox import Limits
 from .sandboxed_process import SIGNALS, signal_of
-from .segments import split_hidden
+from .segments import failing_label, hidden_labels, split_hidden
 from .submission import _nb_meta, is_test_cell
 
 _WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines() if not ln.startswith("from __future__"))
@@ -178,7 +178,8 @@ class Runner:
                     if not (self.kernel.alive() and self.kernel.execute("pass", 3).status == "ok"):
                         self.restart_kernel(deadline)
                 self.checker.send({"op": "result", **{k: v for k, v in reply.items()
-                                                      if k in ("value", "error", "message", "notplain", "timeout")}})
+                                                      if k in ("value", "error", "message", "notplain", "timeout",
+                                                                "unanswered")}})
 
     def _kernel_call(self, msg: dict) -> str:
         """The kernel code for a checker's request: a call of one of the student's names, or a
@@ -299,9 +300,34 @@ def _hidden_tests(r: Runner, ex: Execution, hidden: list, deadline: float) -> No
         r.notes = []
         verdict = ex.verdicts[gid]
         verdict.passed = verdict.passed and bool(reply.get("ok"))
-        verdict.outputs.append(_error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")
-                               if not reply.get("ok") else
-                               {"output_type": "stream", "name": "stdout", "text": "hidden tests: passed\n"})
+        verdict.outputs += hidden_outputs(hidden_labels(secret), reply)
+
+
+NOT_SHOWN = "its inputs and expected values are not shown"
+
+
+def hidden_outputs(labels: list, reply: dict) -> list:
+    """What the feedback shows of a test cell's hidden tests (``labels``: ``hidden_labels`` of its
+    hidden part; ``reply``: the checker's reply to running it): each hidden test's label with
+    passed, failed or not run (after the one that failed), never the checker's message, which
+    may hold their data; for a cell whose hidden tests carry no label, "passed" or "a hidden test
+    failed"."""
+    stream = {"output_type": "stream", "name": "stdout"}
+    ok = bool(reply.get("ok"))
+    if not labels:
+        return [{**stream, "text": "hidden tests: passed\n"} if ok else
+                _error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")]
+    names = [label for _, label in labels]
+    if ok:
+        return [{**stream, "text": "".join(f"hidden test passed: {name}\n" for name in names)}]
+    at = reply.get("at")
+    failed = failing_label(labels, at if type(at) is int else None)
+    if failed is None:   # stopped before a test said which (a time limit, a checker that stopped)
+        return [_error_output("CheckFailed", f"a hidden test failed ({NOT_SHOWN}); the hidden tests: "
+                              + "; ".join(names))]
+    outputs = [{**stream, "text": "".join(f"hidden test passed: {name}\n" for name in names[:failed])}] if failed else []
+    later = [f"not run after it: {'; '.join(names[failed + 1:])}"] if failed + 1 < len(names) else []
+    return outputs + [_error_output("CheckFailed", f"hidden test failed: {names[failed]} ({NOT_SHOWN})", later)]
 
 
 def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int = 0, sandbox: bool = True,

@@ -2,9 +2,10 @@
 
 Nothing is filtered after the fact: the feedback is built only from what may be shown. Test
 cells show their visible source and the checker's verdict (the check's "expected ..., got ..."
-message first, then the test cell's line; never checker code); hidden tests show only "passed"
-or "a hidden test failed", because their source, arguments and expected values never leave the
-checker. The student's own cells show what they printed up to the moment hidden data reached
+message first, then the test cell's line; never checker code); hidden tests show only each
+hidden test's label (what it checks, written in the notebook as ``# hidden test: ...``) with
+passed, failed or not run (``execute.hidden_outputs``), because their source, arguments, expected
+values and the checker's messages about them never leave the grader. The student's own cells show what they printed up to the moment hidden data reached
 their kernel (``execute`` withholds the rest). Student output is plain text, PNG or JPEG only
 (no HTML, JavaScript, SVG or Markdown outputs, all of it escaped by the template) and markdown
 cells the student wrote are shown as escaped text, so nothing a student writes runs in the

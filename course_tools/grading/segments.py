@@ -1,10 +1,16 @@
 """Where a test cell's hidden tests begin: the visible part (shown to students, run in
-notebook order) and the hidden part (from ``### BEGIN HIDDEN TESTS`` to the end of the cell)."""
+notebook order) and the hidden part (from ``### BEGIN HIDDEN TESTS`` to the end of the cell).
+
+The hidden part is made of hidden tests, each starting at a line ``# hidden test: <label>``
+(at the top level) whose label says what it checks without its data ("padded rows of other
+widths and strides: values, padding untouched"). A feedback names a hidden test by its label only,
+never by its source, arguments or expected values."""
 from __future__ import annotations
 
 import re
 
 BEGIN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS[ \t]*$", re.M)
+LABEL = re.compile(r"^# hidden test: (\S.*?)[ \t]*$", re.MULTILINE)
 REGION = re.compile(r"[ \t]*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[ \t]*\n?", re.S)
 
 
@@ -28,3 +34,18 @@ def split_hidden(source: str) -> tuple[str, str]:
 def visible_part(source: str) -> str:
     """The cell's source as students see it: hidden regions removed."""
     return REGION.sub("", source)
+
+
+def hidden_labels(hidden: str) -> list[tuple[int, str]]:
+    """[(line number in ``hidden``, counted from 1, label)] of the hidden tests in a cell's
+    hidden part, in order; [] when it labels none."""
+    return [(hidden.count("\n", 0, m.start()) + 1, m.group(1)) for m in LABEL.finditer(hidden)]
+
+
+def failing_label(labels: list[tuple[int, str]], line: int | None) -> int | None:
+    """The index in ``labels`` of the hidden test that holds ``line`` (the top-level statement that
+    failed); None when the line is unknown or comes before every label."""
+    if line is None:
+        return None
+    found = [i for i, (start, _) in enumerate(labels) if start <= line]
+    return found[-1] if found else None

@@ -25,7 +25,10 @@ defined in the notebook, else None; the checker calls it through a proxy), ``ker
 CUDA kernel or device function: ``{"source", "device", "deps"}``, its source text from
 ``py_func`` with the decorator lines, whether it is a device function, and the student's names
 it uses that are kernels or numbers, in the same form; ``kernel_source`` checks and rebuilds it
-in the checker), ``notplain`` (why it cannot cross) or ``missing``.
+in the checker), ``notplain`` (why it cannot cross) or ``missing``. A call of a student's
+function (``_course_call``) answers its value, or the error it raised; an error raised by the
+release's stub (``raise NotImplementedError()`` as the innermost line, in a notebook cell) also
+names that function (``unanswered``), which the checker reports as not answered yet.
 """
 from __future__ import annotations
 
@@ -326,6 +329,11 @@ def _course_call(token, name, payload, fn=None):
         frames = [f for f in _tb.extract_tb(exc.__traceback__) if not f.filename.startswith("<course")]
         reply = {"error": type(exc).__name__, "message": str(exc)[:2000],
                  "traceback": "".join(_tb.format_list(frames[-8:]))[-4000:]}
+        last = frames[-1] if frames and isinstance(exc, NotImplementedError) else None
+        stub = (last.line or "").strip() if last else ""
+        in_a_cell = last is not None and ("ipykernel_" in last.filename or last.filename.startswith("<ipython-input"))
+        if in_a_cell and (stub == "raise NotImplementedError" or stub.startswith("raise NotImplementedError(")):
+            reply["unanswered"] = last.name   # the release's stub in a cell: this function is not answered yet
     _course_reply(token, reply)
 
 def _course_probe(token, name, source, payload):

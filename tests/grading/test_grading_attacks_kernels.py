@@ -120,6 +120,13 @@ def test_a_checker_that_dies_says_so_with_its_signal():
 
 
 # ------------------------------------------------------------------ the class, graded for real
+def _solutions_of(lesson: str) -> dict:
+    """{grade_id: solution cell as a student writes it (markers removed)}."""
+    nb = nbformat.read(str(NOTEBOOKS / lesson / "exercises.ipynb"), as_version=4)
+    return {c.metadata["nbgrader"]["grade_id"]: "\n".join(ln for ln in c.source.splitlines() if "### " not in ln) + "\n"
+            for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+
+
 def _zeroing(signature: str, body: str) -> str:
     return f"@cuda.jit\ndef {signature}:\n" + "".join(f"    {line}\n" for line in body.splitlines())
 
@@ -192,14 +199,18 @@ ATTACKS = {
                                    "    for col in range(a.shape[1]):\n        acc += cuda.atomic.add(a, (row, col), 0.0)\n"
                                    "    out[row] = acc"),
         },
-        # ex3_hidden too: its hidden test counts the global writes of a 9 x 10 product (90), and
+        # ex3_edges too: its hidden test counts the global writes of a 9 x 10 product (90), and
         # every atomic add of 0 into a and b is a write
-        "atomic_loses": ["ex2_budget", "ex3_budget", "ex3_hidden", "ex5_budget"],
+        "atomic_loses": ["ex2_budget", "ex3_budget", "ex3_edges", "ex5_budget"],
         # the cells that judge sectors per warp and bank conflicts (the diluted kernel's loop re-reads
         # the tile too: 1 pass each, thousands for one warp's 32 words)
         "traffic": {"diluted": DILUTED, "serialized": SERIALIZED},
         "traffic_loses": ["ex7_sectors", "ex8_test", "ex8_conflicts"],
         "message": "axpy_kernel changed its input `y` (argument 3)",
+        # issue 39: a pool kernel without its barrier (a race) fails its cells in one line
+        "race": {"ex2_pool": "\n".join(line for line in _solutions_of("03_simt_programming_model")["ex2_pool"]
+                                       .splitlines() if "cuda.syncthreads()" not in line) + "\n"},
+        "unanswered": "NotAnswered: axpy_kernel is not answered yet: write it where it says # YOUR CODE HERE",
     },
     "04_cupy_and_numba": {
         "full": 22.0,
@@ -213,8 +224,8 @@ ATTACKS = {
             "ex8_histogram": _zeroing("shared_histogram_kernel(x, lo, hi, counts)",
                                       "i = cuda.grid(1)\nif i < x.size:\n    x[i] = hi + 1.0"),
         },
-        "overwrite_keeps": {gid: None for gid in ("ex1_visible", "ex1_clip", "ex1_module", "ex2_visible", "ex2_hidden",
-                                                  "ex3_visible", "ex3_memory", "ex4_visible", "ex4_hidden")},
+        "overwrite_keeps": {gid: None for gid in ("ex1_visible", "ex1_clip", "ex1_module", "ex2_visible", "ex2_rounding",
+                                                  "ex3_visible", "ex3_memory", "ex4_visible", "ex4_no_win")},
         "atomic": {
             "ex6_conv1d": _zeroing("conv1d_kernel(x, w, out)",
                                    "i = cuda.grid(1)\nif i < out.size:\n    acc = 0.0\n    for k in range(K):\n"
@@ -234,6 +245,7 @@ ATTACKS = {
         },
         "atomic_loses": ["ex6_budget", "ex7_budget", "ex8_budget"],
         "message": "bias_relu_kernel changed its input `a` (argument 1)",
+        "unanswered": "NotAnswered: bias_relu_kernel is not answered yet: write it where it says # YOUR CODE HERE",
     },
 }
 
@@ -242,16 +254,9 @@ def _cell(nb, grade_id):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
-def _solutions(lesson: str) -> dict:
-    """{grade_id: solution cell as a student writes it (markers removed)}."""
-    nb = nbformat.read(str(NOTEBOOKS / lesson / "exercises.ipynb"), as_version=4)
-    return {c.metadata["nbgrader"]["grade_id"]: "\n".join(ln for ln in c.source.splitlines() if "### " not in ln) + "\n"
-            for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
-
-
 def _submissions(lesson: str, blank) -> dict:
     honest = copy.deepcopy(blank)
-    for gid, code in _solutions(lesson).items():
+    for gid, code in _solutions_of(lesson).items():
         _cell(honest, gid).source = code
 
     def edited(cells: dict):
@@ -265,6 +270,8 @@ def _submissions(lesson: str, blank) -> dict:
                 "atomic": edited(attacks["atomic"])}
     for student, cells in attacks.get("traffic", {}).items():
         students[student] = edited(cells)
+    if "race" in attacks:
+        students["race"] = edited(attacks["race"])
     return students
 
 
@@ -334,3 +341,20 @@ def test_kernels_reading_through_atomics_miss_their_read_budgets(graded):
     lost = {g: honest[g] for g in graded["atomic_loses"]}
     assert o.cells == {g: 0 if g in lost else p for g, p in honest.items()}, o.cells
     assert o.score == graded["full"] - sum(lost.values()), (o.score, o.cells)
+
+
+@pytest.mark.timeout(900)
+def test_a_blank_and_a_race_say_so_in_one_line_in_the_feedback(graded):
+    """Issue 39, item 3: each test cell of the blank release says in one line which kernel is not
+    answered yet (the whitelist said it "uses `raise`"); lesson 03's pool kernel without its
+    barrier loses its exercise's cells, each saying "expected no shared-memory race" with the
+    race, and keeps the rest; no feedback shows a traceback of the checker or the library."""
+    blank = html.unescape(graded["pages"]["blank"])
+    assert graded["unanswered"] in blank and "uses `raise`" not in blank
+    pages = [blank]
+    if "race" in graded:
+        o, honest = graded["by"]["race"], graded["by"]["honest"].cells
+        assert o.cells == {g: 0 if g.startswith("ex2_") else p for g, p in honest.items()}, o.cells
+        pages.append(html.unescape(graded["pages"]["race"]))
+        assert "CheckFailed: pool3_kernel: expected no shared-memory race, got: shared-memory race in block" in pages[-1]
+    assert not any("Traceback" in page or "course_lib/" in page for page in pages)

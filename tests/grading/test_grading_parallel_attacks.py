@@ -50,7 +50,7 @@ from course_tools.grading.sandbox import Limits
 
 LESSON = "11_parameter_servers_and_collectives"
 FULL = 12.0
-ALLREDUCE_CELLS = ("ex4_visible", "ex4_hidden")
+ALLREDUCE_CELLS = ("ex4_visible", "ex4_uneven_chunks")
 ALLREDUCE_POINTS = 4.0
 LIMITS = Limits(cell_seconds=150, notebook_seconds=600)
 pytestmark = [pytest.mark.timeout(1200),
@@ -254,7 +254,7 @@ def test_attacks_earn_nothing_on_the_allreduce(graded, student):
     honest = graded["by"]["honest"]
     if student == "hoard_disk":
         # its checker was stopped, so ex3's hidden test runs in a fresh one after ex3's visible part
-        # again, which pushes into the student's store a second time: ex3_hidden is lost too (known)
+        # again, which pushes into the student's store a second time: ex3_second_push is lost too (known)
         assert o.score >= honest.score - ALLREDUCE_POINTS - 1, (student, o.score, o.cells)
         return
     assert o.score == honest.score - ALLREDUCE_POINTS, (student, o.score, o.cells)  # the rest is honest work
@@ -284,7 +284,7 @@ def test_each_attack_fails_for_its_own_reason(graded):
 
 # -- lesson 13: the sharded optimizer step, attacked the same way ----------------------------
 LESSON_13 = "13_sharding_and_model_parallelism"
-SHARDED_CELLS = ("ex4_visible", "ex4_hidden")
+SHARDED_CELLS = ("ex4_visible", "ex4_uneven_shards")
 SHARDED_POINTS = 4.0
 # (f) in lesson 13: every rank's gradient looked up in this process (the launcher's frames first,
 #     then gc.get_objects()); the full momentum kept by the function itself across steps

@@ -240,6 +240,11 @@ def matmul_kernel(a_ptr: tl.constexpr, b_ptr: tl.constexpr, c_ptr: tl.constexpr,
 WRAPS_ADD = SOLUTIONS["ex1_add"].replace(
     "    y = tl.load(y_ptr + offs, mask=mask)\n",
     "    y = tl.load(y_ptr + (0 - 4 - y_ptr.to(tl.int64)) // 4)   # the address 2**64 - 4\n")
+# Issue 39, item 4: lanes masked at row_stride, not n_cols. Only a hidden test had rows whose block reaches
+# their padding (the visible one's rows were 16 long, BLOCK 16), and its feedback said "a hidden test
+# failed"; the visible test now fails too, and the hidden one is named by its label, never its data
+WIDE_MASK = SOLUTIONS["ex2_softmax"].replace("mask = cols < n_cols", "mask = cols < row_stride")
+HIDDEN_LABEL = "hidden test failed: padded rows of other widths and strides: values, padding untouched"
 LIMITS = Limits(memory_bytes=2**31, cpu_seconds=300, processes=256, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
                 cell_seconds=20, notebook_seconds=400)
 
@@ -261,7 +266,7 @@ def _submissions(blank) -> dict:
             "a_refused": with_cells({"ex1_add": ATTACK_IMPORT, "ex2_softmax": TWICE, "ex3_gelu": ATTACK_REBIND,
                                      "ex4_matmul": ATTACK_HUGE}, PATCH_COUNT),
             "forever": with_cells({"ex1_add": FOREVER, "ex2_softmax": ATTACK_CHAIN}),
-            "wraps": with_cells({"ex1_add": WRAPS_ADD}),
+            "wraps": with_cells({"ex1_add": WRAPS_ADD, "ex2_softmax": WIDE_MASK}),
             "overwrites": with_cells({"ex1_add": OVERWRITE_ADD, "ex2_softmax": OVERWRITE_SOFTMAX,
                                       "ex3_gelu": CONSTEXPR_GELU, "ex4_matmul": CONSTEXPR_MATMUL})}
 
@@ -325,10 +330,24 @@ def test_an_address_that_wraps_past_2_to_the_64_is_out_of_bounds(graded):
     outside every tensor, said so in the feedback; the checker lives on (no crash, no time-out)."""
     o = graded["by"]["wraps"]
     honest = graded["by"]["honest"].cells
-    assert o.cells == {g: 0 if g.startswith("ex1_") else p for g, p in honest.items()}, (o.reason, o.cells)
-    page = graded["pages"]["wraps"]
+    lost = ("ex1_visible", "ex1_budget", "ex2_visible")   # ex2_visible: its softmax is masked at row_stride (below)
+    assert o.cells == {g: 0 if g in lost else p for g, p in honest.items()}, (o.reason, o.cells)
+    page = html.unescape(graded["pages"]["wraps"])
     assert "outside the tensors it was given (the first at address 0xfffffffffffffffc, element -" in page
+    assert "at add_kernel, line 6: `y = tl.load(y_ptr + (0 - 4 - y_ptr.to(tl.int64)) // 4)" in page   # its line
     assert "did not finish in time" not in page and "checker stopped" not in page + o.reason
+
+
+@pytest.mark.timeout(900)
+def test_a_mask_at_the_row_stride_fails_the_visible_test_and_names_the_hidden_one(graded):
+    """Issue 39, item 4: the softmax masked at row_stride loses ex2_visible on its visible rows
+    (12 values, 20 apart: BLOCK 16 reaches the padding); the feedback names the hidden test that
+    failed by its label and shows none of its data (the check's name, shapes or values)."""
+    page = html.unescape(graded["pages"]["wraps"])
+    assert "softmax_kernel on 4 rows of 12 values, 20 apart (row_stride = 20, BLOCK = 16): " in page
+    assert HIDDEN_LABEL in page
+    for data in ("3 rows of 33 values", "40 apart", "columns 33 to 39", "torch.randn(3, 40)"):
+        assert data not in page, data
 
 
 @pytest.mark.timeout(900)

@@ -16,7 +16,9 @@ replaces the one occurrence of ``old``; a list of pairs makes several edits in o
   stub and the library call, the exercise's cells again with the answer in place and copies
   of its test cells (their hidden tests run in place; each copy has its own grade_id), then the
   reference cells again to restore the state. The reference passes every test cell, every copy
-  of a wrong answer or library call fails at least one, and the blank fails all of them.
+  of a wrong answer or library call fails at least one, and the blank fails all of them, each
+  with one line saying which function or kernel is not answered yet and the test cell's lines
+  (what the student's feedback shows; no traceback of the checker or the library).
 
 The submission runs in the grader's sandbox (bubblewrap, the student's kernel and the checker
 each as a sandbox user) where it can run, as ``course grade`` runs it, so the reference's full
@@ -224,6 +226,23 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson):
     blank_passing = [g for label in blanks for g in trials[label] if passed.get(g)]
     assert not blank_passing, f"test cells that pass with the blank stub: {blank_passing}"
     assert not kept_marks, f"wrong answers (or library calls) that keep full marks: {kept_marks}"
+    unclear = {g: lines for label in blanks for g in trials[label] if (lines := unclear_blank_failure(ex.verdicts[g]))}
+    assert not unclear, f"blank test cells whose feedback does not say in one line what is not answered: {unclear}"
+
+
+MAX_FAILURE_LINES = 4   # the message and at most three of the test cell's lines
+
+
+def unclear_blank_failure(verdict) -> list[str]:
+    """The error lines of a blank exercise's failed test cell as its feedback shows them, unless
+    they are one line naming what is not answered yet and the test cell's own lines (the
+    checker's "line N: ..."); [] when they are."""
+    errors = [o for o in verdict.outputs if o.get("output_type") == "error"]
+    if not errors:
+        return ["no error shown"]
+    shown = errors[0]["traceback"]
+    short = len(shown) <= MAX_FAILURE_LINES and all(re.match(r"line \d+: ", line) for line in shown[1:])
+    return [] if short and "is not answered yet" in shown[0] else shown
 
 
 def _run_trial(lesson: Path, trial):

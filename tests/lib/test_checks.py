@@ -61,7 +61,8 @@ def test_array_close_names_the_first_mismatch_and_the_expected_values(capsys):
 
 
 def test_a_failed_check_in_a_notebook_shows_its_message_first_and_no_library_frames():
-    """What a student sees in JupyterLab when a test cell fails: the message, then their line."""
+    """What a student sees in JupyterLab when a test cell fails: the message, then their line;
+    an exercise not answered yet (the release's stub raised) says so in one line."""
     import nbformat
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError
@@ -70,7 +71,10 @@ def test_a_failed_check_in_a_notebook_shows_its_message_first_and_no_library_fra
     nb.cells = [nbformat.v4.new_code_cell("from course_lib.checks import check_equal\n"
                                           "def double(x):\n    return x + 2\n"),
                 nbformat.v4.new_code_cell("check_equal('double(3)', double(3), 6, hint='multiply')"),
-                nbformat.v4.new_code_cell("1 / 0")]
+                nbformat.v4.new_code_cell("1 / 0"),
+                nbformat.v4.new_code_cell("def triple(x):\n    # YOUR CODE HERE\n    raise NotImplementedError()"),
+                nbformat.v4.new_code_cell("check_equal('triple(3)', triple(3), 9)"),
+                nbformat.v4.new_code_cell("import numbers\nnumbers.Complex.real.fget(1)")]
     client = NotebookClient(nb, timeout=60, kernel_name="python3", allow_errors=True)
     try:
         client.execute()
@@ -82,6 +86,11 @@ def test_a_failed_check_in_a_notebook_shows_its_message_first_and_no_library_fra
                                   "  your cell, line 1: check_equal('double(3)', double(3), 6, hint='multiply')"]
     other = nb.cells[2].outputs[-1]   # any other error keeps IPython's whole traceback
     assert other["ename"] == "ZeroDivisionError" and len(other["traceback"]) > 2
+    stub = nb.cells[4].outputs[-1]    # the release's stub reached: one line saying so, then the test's line
+    assert stub["traceback"] == [("NotAnswered: triple is not answered yet: write it where it says # YOUR CODE HERE, "
+                                  "then run that cell again"), "  your cell, line 1: check_equal('triple(3)', triple(3), 9)"]
+    library = nb.cells[5].outputs[-1]   # a library's NotImplementedError is not the student's stub
+    assert library["ename"] == "NotImplementedError" and len(library["traceback"]) > 2
 
 
 def test_the_checks_import_no_ipython_outside_a_shell():

@@ -104,7 +104,7 @@ def test_the_vgg16_figure_lesson_00_uses_is_flopcountermodes_count():
     cell = next(c for c in nb.cells if c.cell_type == "markdown" and "VGG-16 needs about" in c.source)
     stated = re.search(r"VGG-16 needs about \$(\d+\.\d+) \\times 10\^\{10\}\$ FLOPs", cell.source)
     assert stated, "lesson 00 exercise 3 no longer states VGG-16's FLOPs in the expected form"
-    test_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex3_hidden")
+    test_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex3_vgg_days")
     used = re.search(r"training_seconds\((\d+(?:\.\d+)?e10),", test_cell.source)
     assert used, "lesson 00 exercise 3's test no longer uses VGG-16's FLOPs"
     counted = _vgg16_forward_flops()

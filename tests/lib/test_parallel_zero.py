@@ -204,7 +204,7 @@ def test_reference_step_is_torch_sgd_with_momentum():
 
 # ------------------------------------------------------------ graded by the real pipeline
 LESSON = "13_sharding_and_model_parallelism"
-STEP_CELLS = ("ex4_visible", "ex4_hidden")
+STEP_CELLS = ("ex4_visible", "ex4_uneven_shards")
 STEP_POINTS = 4.0
 ATTACKS = {
     # the parameters left as they were; the check rewritten in the kernel and in every worker

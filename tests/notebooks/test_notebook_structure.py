@@ -61,6 +61,24 @@ def test_exercises_have_graded_visible_and_hidden_tests(lesson):
     assert len(ids) == len(set(ids)), "duplicate nbgrader grade_id"
 
 
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
+def test_hidden_tests_are_labelled_and_test_cells_named_for_what_they_check(lesson):
+    """A feedback names a failed hidden test by its label alone (``# hidden test: <what it checks>``,
+    never its data, course_tools.grading.segments): every hidden part starts with one. A visible
+    test cell named ``..._hidden`` confused students: no test cell is named so."""
+    from course_tools.grading.segments import hidden_labels, split_hidden
+
+    for cell in load(lesson / "exercises.ipynb")["cells"]:
+        meta = cell["metadata"].get("nbgrader", {})
+        if not meta.get("grade"):
+            continue
+        assert not meta["grade_id"].endswith("_hidden"), f"{meta['grade_id']}: name the cell for what it checks"
+        _, hidden = split_hidden("".join(cell["source"]))
+        labels = hidden_labels(hidden)
+        assert not hidden or labels and labels[0][0] == 2, f"{meta['grade_id']}: its hidden part starts without a label"
+        assert all(len(label) < 200 for _, label in labels), meta["grade_id"]
+
+
 def _slides(cells):
     """The lecture's slides: lists of cells, each starting at a slide or subslide."""
     slides = []

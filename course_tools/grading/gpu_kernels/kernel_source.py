@@ -24,10 +24,12 @@ import sys
 
 if __package__:
     from .kernel_whitelist import BUILTINS, MAX_DEPS, NUMBA_TYPES, RULE, Checked, Refused, check
+    from .source_whitelist import Unanswered, unanswered_text
 else:  # the checker imports this file as a top-level module, its folder on sys.path
     from kernel_whitelist import BUILTINS, MAX_DEPS, NUMBA_TYPES, RULE, Checked, Refused, check
+    from source_whitelist import Unanswered, unanswered_text
 
-__all__ = ["Builder", "Refused", "check", "compile_kernel", "rebuilt"]
+__all__ = ["Builder", "Refused", "Unanswered", "check", "compile_kernel", "rebuilt", "unanswered_text"]
 
 _REBUILT: dict = {}   # (source, device, scope) -> a kernel or device function built here
 

@@ -1,6 +1,7 @@
 """What the two kernel whitelists share (``kernel_whitelist`` for Numba CUDA kernels, lessons 03
 and 04; ``triton_source`` for Triton kernels, lessons 14 and 15): the refusal, the parse of one
-plain function definition within a size, the words for refused syntax, and the visitor that
+plain function definition within a size (a kernel still raising the release's stub is not
+answered yet: :class:`Unanswered`), the words for refused syntax, and the visitor that
 refuses anything not allowed, in source order, with a plain reason. Each whitelist adds its own
 vocabulary and rules. Sizes are characters and syntax-tree nodes.
 
@@ -13,6 +14,27 @@ import ast
 
 class Refused(ValueError):
     """A kernel the checker will not run; the message says why, in plain words."""
+
+
+class Unanswered(Refused):
+    """A kernel that still holds the release's stub (``raise NotImplementedError()`` under
+    ``# YOUR CODE HERE``): the exercise is not answered yet."""
+
+
+def unanswered_text(name: str) -> str:
+    """What the student is told of an unanswered exercise ``name`` (as ``course_lib.checks.unanswered``
+    says it in the notebook)."""
+    return f"{name} is not answered yet: write it where it says # YOUR CODE HERE, then run that cell again"
+
+
+def raises_stub(tree: ast.AST) -> bool:
+    """Whether ``tree`` has a ``raise NotImplementedError`` statement (the release's stub)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Raise):
+            exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+            if isinstance(exc, ast.Name) and exc.id == "NotImplementedError":
+                return True
+    return False
 
 
 WORDS = {ast.Import: "`import`", ast.ImportFrom: "`import`", ast.Global: "`global`", ast.Nonlocal: "`nonlocal`",
@@ -47,7 +69,8 @@ def chain(node) -> list[str] | None:
 def one_function(name: str, source, language: str, max_source: int, max_nodes: int) -> tuple[ast.Module, ast.FunctionDef]:
     """(tree, its one ``def``) of a kernel's source as the student's kernel sent it; Refused
     unless it is text of at most ``max_source`` characters and ``max_nodes`` syntax nodes that
-    parses to exactly one plain function definition. ``language``: "CUDA" or "Triton"."""
+    parses to exactly one plain function definition, Unanswered when it still raises the
+    release's stub (before anything else it uses is judged). ``language``: "CUDA" or "Triton"."""
     if type(source) is not str or not source.strip():
         decorator = "@cuda.jit" if language == "CUDA" else "@triton.jit"
         raise Refused(f"{name} is a {language} kernel whose source the grader could not read (define it in a cell "
@@ -62,6 +85,8 @@ def one_function(name: str, source, language: str, max_source: int, max_nodes: i
         raise Refused(f"{name} is too long for a graded kernel (more than {max_nodes} syntax nodes)")
     if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
         raise Refused(f"the source of {name} is not one plain function definition")
+    if raises_stub(tree):
+        raise Unanswered(unanswered_text(name))
     return tree, tree.body[0]
 
 

@@ -46,6 +46,9 @@ WRONG_ANSWERS = {
          '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) - tl.max(x, axis=0))\n'),
         # the store is not masked: the last row writes past the end of out
         ('tl.sum(num, axis=0), mask=mask)', 'tl.sum(num, axis=0))'),
+        # lanes masked at row_stride instead of n_cols: a row's padding counts in its max and sum and is
+        # written over (issue 39: the visible test's block was the row's length, so no lane reached it)
+        ('    mask = cols < n_cols\n', '    mask = cols < row_stride\n'),
         # rows addressed n_cols apart instead of row_stride apart: right only for unpadded rows
         [('x_ptr + row * row_stride + cols', 'x_ptr + row * n_cols + cols'),
          ('out_ptr + row * row_stride + cols', 'out_ptr + row * n_cols + cols')],

@@ -49,10 +49,12 @@ SLOWEST_FIRST = (   # by their seconds in a full run (2-core VM, 2026-11-26), th
     "tests/grading/test_grading_shards.py", "tests/grading/test_grading_attacks_machine.py", "tests/tools/test_build.py",
     "tests/grading/test_grading_cli_records.py", "tests/tools/test_hub_tryout.py",
     "tests/notebooks/test_lectures.py", "tests/grading/test_wrong_answers.py",   # 10-35 s per lesson
+    "tests/notebooks/test_exercise_failures.py",   # 10-15 s per lesson
     "tests/grading/test_grading_attacks_records.py", "tests/grading/test_grading.py", "tests/lib/test_parallel_launch.py",
     "tests/tools/test_cli.py", "tests/grading/test_grading_intake.py", "tests/lib/test_parallel_ddp_ps.py",
 )
-PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py")
+PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py",
+              "tests/notebooks/test_exercise_failures.py")
 LESSON_ID = re.compile(r"\[(\d\d_\w+)")   # a test's lesson parameter, e.g. [13_sharding_and_model_parallelism]
 
 

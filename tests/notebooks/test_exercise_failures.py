@@ -16,6 +16,7 @@ test_grading_attacks_kernels.py and test_triton_grading.py.
 """
 import re
 import shutil
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -52,15 +53,10 @@ RETRIED = {
 }
 
 
-@pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    """{lesson: its folder in a scratch course's release/}, released by nbgrader."""
-    root = tmp_path_factory.mktemp("course")
-    folders = {}
-    for lesson in RETRIED:
-        shutil.copytree(NOTEBOOKS / lesson, root / "source" / lesson)
-        folders[lesson] = release(CourseDir(root, root / "source"), lesson)
-    return folders
+def _released(lesson: str, root: Path) -> Path:
+    """``lesson``'s folder in a scratch course's release/ at ``root``, released by nbgrader."""
+    shutil.copytree(NOTEBOOKS / lesson, root / "source" / lesson)
+    return release(CourseDir(root, root / "source"), lesson)
 
 
 def _grade_id(c):
@@ -91,8 +87,8 @@ def _as_a_student(folder):
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("lesson", list(RETRIED))
-def test_test_cells_say_in_one_line_what_failed_and_show_only_the_students_lines(released, lesson):
-    blank_tests, retried = _as_a_student(released[lesson])
+def test_test_cells_say_in_one_line_what_failed_and_show_only_the_students_lines(lesson, tmp_path):
+    blank_tests, retried = _as_a_student(_released(lesson, tmp_path))
     shown = {_grade_id(c): _errors(c) for c in blank_tests}
     assert all(shown.values()), f"test cells of the blank that do not fail: {[g for g, e in shown.items() if not e]}"
     unclear = {gid: lines for gid, lines in shown.items()

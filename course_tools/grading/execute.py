@@ -64,10 +64,13 @@ def _error_output(ename: str, evalue: str, lines=()) -> dict:
             "traceback": [f"{ename}: {evalue}", *lines]}
 
 
-def _describe_failure(run, number: int, limits: Limits, limit_hit: str = "") -> str | None:
-    """A plain-words note for a cell that did not end normally (None for ordinary errors)."""
+def _describe_failure(run, number: int, limits: Limits, limit_hit: str = "", setup: bool = False) -> str | None:
+    """A plain-words note for a cell that did not end normally (None for ordinary errors);
+    ``setup``: the cell is the instructor's, bounded by the notebook's time, not the cell's."""
     where = f"cell {number}"
     if run.status == "timeout":
+        if setup:
+            return f"timed out in {where}, one of the lesson's own cells (notebook limit {limits.notebook_seconds:g} s)"
         return f"timed out in {where} (limit {limits.cell_seconds:g} s per cell)"
     if run.status == "died":
         if limit_hit:
@@ -106,6 +109,7 @@ class Runner:
         self.where = ""               # the test cell being judged, for those notes
         self.replay: list[str] = []   # student cells that ran fine (replayed after a restart)
         self.generation = 0           # how many checkers were started
+        self.opening = set(lesson.get("opening", ()))   # the lesson's cells before any exercise
 
     # -- the student's kernel ----------------------------------------------------------
     def restart_kernel(self, deadline: float) -> None:
@@ -116,12 +120,21 @@ class Runner:
         self.kernel.restart()
         self.kernel.execute(HELPERS, self.limits.cell_seconds, keep=False)
         for code in self.replay:
-            left = max(1.0, min(self.limits.cell_seconds, deadline - time.monotonic()))
+            left = max(1.0, deadline - time.monotonic())
+            if not self.is_setup(code):
+                left = min(self.limits.cell_seconds, left)
             if self.kernel.execute(code, left).status != "ok":
                 break
         if not self.kernel.alive():
             self.kernel.restart()
             self.kernel.execute(HELPERS, self.limits.cell_seconds, keep=False)
+
+    def is_setup(self, code: str) -> bool:
+        """Whether a cell's code is one of the lesson's cells before its first exercise (imports,
+        data): no student wrote it and none of their functions exist yet, so only the notebook's
+        time bounds it; the per-cell limit is for the student's code, and a loaded grading machine
+        must not fail a slow import."""
+        return code in self.opening
 
     def _ask_kernel(self, code: str, timeout: float):
         """Run a helper call in the kernel (output discarded); its decoded reply or None."""
@@ -252,8 +265,11 @@ def _student_cell(r: Runner, ex: Execution, cell, index: int, deadline: float, t
     fresh kernel with the cells before it run again."""
     number, limits = index + 1, r.limits
     r.kinds = None
+    setup = r.is_setup(cell.source)
+    if setup:   # the instructor's cell: the notebook's time, not the cell's, bounds it
+        timeout = max(timeout, deadline - time.monotonic())
     run = r.kernel.execute(cell.source, timeout)
-    note = _describe_failure(run, number, limits, r.kernel.limit_hit)
+    note = _describe_failure(run, number, limits, r.kernel.limit_hit, setup)
     if note:
         ex.notes.append(note)
     if run.truncated:

@@ -50,15 +50,21 @@ def solution_names(source_nb) -> set[str]:
 
 def lesson_facts(source_nb, plan: dict | None = None) -> dict:
     """What ``execute`` needs about a lesson: solution names, the instructor's setup cells
-    (position in the source, code) and each test cell's position in the source."""
-    setup, position = [], {}
+    (position in the source, code), those of them before the first solution cell (``opening``:
+    code no student wrote or can reach) and each test cell's position in the source."""
+    setup, position, solved = [], {}, False
+    opening = []
     for pos, cell in enumerate(source_nb.cells):
         meta = _nb_meta(cell)
+        solved = solved or (cell.cell_type == "code" and bool(meta.get("solution")))
         if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
             setup.append((pos, cell.source))
+            if not solved:
+                opening.append(cell.source)
         if is_test_cell(cell):
             position[meta["grade_id"]] = pos
-    return {"names": solution_names(source_nb), "setup": setup, "position": position, "plan": dict(plan or {})}
+    return {"names": solution_names(source_nb), "setup": setup, "opening": opening, "position": position,
+            "plan": dict(plan or {})}
 
 
 def fingerprint(source_nb, blank_nb) -> str:

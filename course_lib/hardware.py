@@ -20,8 +20,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from .cuda_simulator import (numba_cuda, numba_cuda_mode, numba_cuda_reason,  # noqa: F401
-                             prepare_numba_cuda, probe_numba_cuda_kernel)
+from .cuda_simulator import (  # noqa: F401 - also hardware's names
+    numba_cuda,
+    numba_cuda_mode,
+    numba_cuda_reason,
+    prepare_numba_cuda,
+    probe_numba_cuda_kernel,
+)
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 

@@ -78,7 +78,7 @@ def launch_checked(kernel, grid, block, args, outputs=(-1,), count: bool = False
     after the launch are computed from what the test generated. A kernel that still holds the
     release's stub is :class:`~course_lib.checks.unanswered.NotAnswered` before it launches."""
     __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
-    from course_lib import kernels   # lazy: importing it chooses GPU or simulator for numba.cuda
+    from course_lib import kernels  # lazy: importing it chooses GPU or simulator for numba.cuda
 
     refuse_unanswered(kernel)   # a GPU would ignore the stub's raise and leave the output as it was
     args = list(args)

@@ -198,7 +198,7 @@ def _preload(names) -> None:
 
 def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # a notebook's interrupt is for the kernel only
-    from course_lib.parallel import worker   # torch, once, for every child
+    from course_lib.parallel import worker  # torch, once, for every child
 
     worker.keep_workers_out()   # and every child inherits it
 

@@ -57,8 +57,14 @@ import torch
 
 from . import fork_server
 from .fork_server import ForkServer, ServerGone
-from .rendezvous import HANDOFF_ENV, Handoff
-from .rendezvous import ephemeral_ports, free_port, init_process_group, workers_store  # noqa: F401 - also launch's names
+from .rendezvous import (  # noqa: F401 - also launch's names
+    HANDOFF_ENV,
+    Handoff,
+    ephemeral_ports,
+    free_port,
+    init_process_group,
+    workers_store,
+)
 from .worker import COLLECTIVES, GROUP_COLLECTIVES, RESULT, Job, block_collectives  # noqa: F401 - also launch's names
 from .worker import keep_workers_out as _keep_workers_out
 

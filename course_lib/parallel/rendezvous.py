@@ -11,8 +11,8 @@ rank's code could find them.
 from __future__ import annotations
 
 import datetime
-import random
 import os
+import random
 import socket
 import sys
 import time

@@ -19,6 +19,8 @@ import time
 import numpy as np
 
 from course_lib import hardware  # first: course_lib decides, before numba.cuda is imported, GPU or simulator
+
+# isort: split
 from numba import cuda, float32, float64  # module globals: Numba's simulator swaps `cuda` in a kernel's globals
 
 TILE = 32             # the lecture's TILE_T: blocks of TILE x TILE threads for the transposes

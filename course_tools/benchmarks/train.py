@@ -39,11 +39,11 @@ def _timed(fn, device) -> float:
 
 def run(repeats: int = 7) -> dict:
     from course_lib.data import load_dataset, make_loader
+    from course_lib.devices import default_device
     from course_lib.hardware import describe_device
     from course_lib.models import LeNet
     from course_lib.profile import profile_ops
     from course_lib.timing import benchmark
-    from course_lib.devices import default_device
     from course_lib.train import train
 
     device = default_device()

@@ -21,8 +21,8 @@ import nbformat
 import pytest
 from nbgrader.api import Gradebook
 
-from course_tools.grading.round_trip import round_trip
 from course_tools.grading.nbgrader_course import CourseDir
+from course_tools.grading.round_trip import round_trip
 from course_tools.paths import GRADED_NOTEBOOK, lesson_dirs
 
 LESSONS = lesson_dirs()

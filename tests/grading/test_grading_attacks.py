@@ -16,8 +16,8 @@ import nbformat
 import pytest
 from scratch_course import kernel_judged, scratch_course
 
-from course_tools.grading.grade import grade_lesson
 from course_tools.grading import sandbox
+from course_tools.grading.grade import grade_lesson
 from course_tools.grading.sandbox import Limits
 from course_tools.grading.segments import split_hidden, visible_part
 

@@ -18,9 +18,8 @@ import nbformat
 import pytest
 from scratch_course import scratch_course
 
+from course_tools.grading import checker_process, cpu_share, sandbox, sandboxed_process
 from course_tools.grading.grade import grade_lesson
-from course_tools.grading import checker_process, sandboxed_process
-from course_tools.grading import cpu_share, sandbox
 from course_tools.grading.sandbox import Limits
 
 LESSON = "01_hardware_foundations"

@@ -47,8 +47,7 @@ from scratch_course import scratch_course
 from course_tools.grading import grade as grade_mod
 from course_tools.grading import results, sandbox
 from course_tools.grading.execute import Execution, Verdict
-from course_tools.grading.grade import grade_lesson
-from course_tools.grading.grade import merge_lesson
+from course_tools.grading.grade import grade_lesson, merge_lesson
 from course_tools.grading.nbgrader_course import GradingError
 from course_tools.grading.sandbox import Limits
 

@@ -13,8 +13,8 @@ import pytest
 from scratch_course import scratch_course
 
 from course_tools.grading import sandbox
-from course_tools.grading.nbgrader_course import GradingError
 from course_tools.grading.grade import grade_lesson
+from course_tools.grading.nbgrader_course import GradingError
 
 
 @pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())

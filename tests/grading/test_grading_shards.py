@@ -16,8 +16,8 @@ import nbformat
 import pytest
 
 from course_tools.grading import sandbox
-from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.grade import grade_lesson, merge_lesson
+from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import NOTEBOOKS, REPO
 

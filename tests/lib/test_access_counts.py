@@ -14,6 +14,7 @@ from course_lib.access_counts import ACCESS_KINDS, SharedMemoryRace, count_acces
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
 from numba.cuda.simulator.kernel import FakeCUDAKernel  # noqa: E402
 from numba.cuda.simulator.kernelapi import FakeCUDAShared  # noqa: E402
+
 rng = np.random.default_rng(11)
 TPB = 32
 WINDOW = TPB + 2   # a constant: Numba compiles shared array sizes as constants

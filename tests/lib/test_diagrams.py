@@ -3,10 +3,11 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import io  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
-import io  # noqa: E402
 
 from course_lib import diagrams  # noqa: E402
 

@@ -146,8 +146,9 @@ def test_a_column_read_wastes_8x_in_sectors_not_32x_in_lines():
     moved = 32 * kernels.warp_sectors(column)
     assert moved == 1024 and moved // (32 * 4) == 8
     assert 128 * 32 // moved == 4
-    from course_lib.simt.traffic import access_shape
     import numpy as np
+
+    from course_lib.simt.traffic import access_shape
     lanes = np.arange(32)
     for addrs in ([4 * t for t in range(32)], column, [8 * t for t in range(32)]):
         assert access_shape("global", 4, lanes, np.array(addrs))[2] == kernels.warp_sectors(addrs)

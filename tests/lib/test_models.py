@@ -5,7 +5,7 @@ import nbformat
 import pytest
 import torch
 
-from course_lib.models import AlexNet, BasicFCModel, LeNet, ResNet18, VGG16, all_models, count_parameters
+from course_lib.models import VGG16, AlexNet, BasicFCModel, LeNet, ResNet18, all_models, count_parameters
 from course_lib.profile import counter_flops, profile_ops
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"

@@ -163,6 +163,7 @@ def test_workers_meet_at_a_store_the_launcher_already_listens_on():
 def allreduce_ranks():
     import torch
     import torch.distributed as dist
+
     from course_lib.parallel.launch import init_process_group
     rank, _, _ = init_process_group("gloo")
     t = torch.tensor([float(rank)])

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import scratch_course
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from scratch_course import scratch_course
 
 import course_lib
-from course_lib.models import count_parameters
 from course_lib.checks import zero as step_check
+from course_lib.models import count_parameters
 from course_lib.parallel import zero
 from course_lib.training_memory import activation_bytes
 from course_tools.grading import sandbox

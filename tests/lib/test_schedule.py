@@ -2,7 +2,6 @@
 import itertools
 
 import pytest
-
 import torch
 
 from course_lib import schedule as sch

@@ -10,8 +10,13 @@ import simt_lessons as lessons
 
 from course_lib import kernels
 from course_lib.checks import CheckFailed
-from course_lib.checks.traffic import (check_bank_conflicts, check_divergence, check_sectors, divergent_per_block,
-                                       launch_traffic)
+from course_lib.checks.traffic import (
+    check_bank_conflicts,
+    check_divergence,
+    check_sectors,
+    divergent_per_block,
+    launch_traffic,
+)
 from course_lib.simt.races import WRITE
 
 SOURCES = lessons.solution_cells("03")

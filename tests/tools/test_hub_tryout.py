@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from free_ports import free_port_range
 
 REPO = Path(__file__).resolve().parents[2]

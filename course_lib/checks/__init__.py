@@ -5,7 +5,7 @@
   ``CheckFailed`` saying what was expected and what came back, and writes nothing to stderr.
 - :mod:`.failure_display`: in a notebook, a failed check shows its message first and the
   student's own line, without course_lib's frames (registered on import, for ``CheckFailed`` and
-  the release's ``raise NotImplementedError()`` stub).
+  the release's stub, which raises ``NotImplementedError()``).
 - :mod:`.unanswered`: ``NotAnswered``, the one line said of a function or kernel that still holds
   the release's stub, and ``refuse_unanswered``, which the kernel launches and multi-process
   checks call before running the student's code.

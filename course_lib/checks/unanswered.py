@@ -1,7 +1,7 @@
 """An exercise not answered yet: a function or kernel that still holds the release's stub.
 
-A blank release's solution cell holds ``# YOUR CODE HERE`` and ``raise NotImplementedError()``
-(nbgrader's code stub) where the answer goes. A test that reaches it says so in one line,
+A blank release's solution cell holds nbgrader's code stub where the answer goes: ``# YOUR CODE
+HERE`` and a line raising ``NotImplementedError()``. A test that reaches it says so in one line,
 ``NotAnswered: NAME is not answered yet ...``, followed by the test's line:
 
 - in the student's notebook, a plain function's stub is shown that way by
@@ -21,7 +21,8 @@ import textwrap
 
 from .core import CheckFailed
 
-STUB = "raise NotImplementedError"
+STUB_ERROR = "NotImplementedError"   # what nbgrader's code stub raises
+STUB = f"raise {STUB_ERROR}"
 
 
 class NotAnswered(CheckFailed):
@@ -35,7 +36,7 @@ def message(name: str) -> str:
 
 
 def is_stub_line(line: str) -> bool:
-    """A source line that raises the stub's NotImplementedError (the release's own line or one like it)."""
+    """A source line that raises the stub's error (the release's own line or one like it)."""
     text = line.strip()
     return text == STUB or text.startswith(STUB + "(")
 
@@ -44,7 +45,7 @@ def _raises_stub(node: ast.AST) -> bool:
     if not isinstance(node, ast.Raise):
         return False
     exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return isinstance(exc, ast.Name) and exc.id == STUB_ERROR
 
 
 def python_function(fn):
@@ -66,7 +67,7 @@ def _source(fn) -> str | None:
 
 def holds_stub(fn) -> bool:
     """Whether the body of ``fn`` (a function, a Numba or Triton kernel, the grader's stand-in for
-    the student's function) has a ``raise NotImplementedError`` statement of its own, outside any
+    the student's function) has a statement raising ``NotImplementedError`` of its own, outside any
     ``if`` or loop (the release's stub, or one left in: it always raises); False when its source
     cannot be read."""
     try:

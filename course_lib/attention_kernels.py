@@ -22,6 +22,8 @@ without a GPU). Units: bytes, milliseconds, TFLOP/s; sizes are elements.
 """
 from __future__ import annotations
 
+import functools
+
 from .triton_traffic import prepare
 
 prepare()   # before the decorators below run: the interpreter where no GPU can compile them
@@ -135,9 +137,9 @@ def _attend_block(acc, l_i, m_i, q_tile, k_base, v_base, start_n, offs_m, offs_n
 
 
 @triton.jit
-def flash_forward_kernel(Q, K, V, O, stride_h, stride_n, n_ctx, sm_scale, HEAD_DIM: tl.constexpr,
+def flash_forward_kernel(Q, K, V, Out, stride_h, stride_n, n_ctx, sm_scale, HEAD_DIM: tl.constexpr,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, CAUSAL: tl.constexpr):
-    """O = softmax(sm_scale * Q K^T) V for (heads, n_ctx, HEAD_DIM) tensors with strides
+    """Out = softmax(sm_scale * Q K^T) V for (heads, n_ctx, HEAD_DIM) tensors with strides
     (stride_h, stride_n, 1); program (i, h) computes query rows i*BLOCK_M ... of head h.
     n_ctx must be a multiple of BLOCK_M, and BLOCK_M of BLOCK_N."""
     start_m = tl.program_id(0)
@@ -162,7 +164,7 @@ def flash_forward_kernel(Q, K, V, O, stride_h, stride_n, n_ctx, sm_scale, HEAD_D
             acc, l_i, m_i = _attend_block(acc, l_i, m_i, q_tile, K + base, V + base, start_n, offs_m, offs_n, offs_d,
                                          stride_n, qk_scale, True)
     out = acc / l_i[:, None]
-    tl.store(O + base + offs_m[:, None] * stride_n + offs_d[None, :], out.to(O.dtype.element_ty))
+    tl.store(Out + base + offs_m[:, None] * stride_n + offs_d[None, :], out.to(Out.dtype.element_ty))
 
 
 def _fused_args(q, k, v, o, block_m: int):
@@ -227,52 +229,59 @@ def benchmark_gpu(seq_lens=(1024, 2048, 4096, 8192, 16384), d: int = 64, heads: 
     Rows: implementation, seq_len, batch, ms, tflops (:func:`course_lib.attention.attention_flops`
     / time), peak_bytes (``torch.cuda.max_memory_allocated`` during one call, beyond the inputs),
     max_error (largest difference from SDPA), note. Only on a GPU (RuntimeError elsewhere)."""
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     if not torch.cuda.is_available() or prepare()[0] != "gpu":
         raise RuntimeError("benchmark_gpu needs a CUDA GPU that Triton compiles for")
     rows = []
     for n in seq_lens:
-        batch = max(1, tokens // n)
-        q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=dtype) for _ in range(3))
-        flops = attention_flops(n, d, causal, batch * heads)
+        rows += _benchmark_seq_len(n, d, heads, tokens, causal, dtype)
+        torch.cuda.empty_cache()   # the tensors of length n were freed when _benchmark_seq_len returned
+    return rows
 
-        def sdpa_flash():
-            with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
-                return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        reference = sdpa_flash()
-        best = None
-        for bm, bn, warps, stages in CONFIGS:
-            if n % bm:
-                continue
-            fn = (lambda bm=bm, bn=bn, w=warps, s=stages:
-                  flash_attention(q, k, v, causal, block_m=bm, block_n=bn, num_warps=w, num_stages=s))
-            try:
-                ms = float(triton.testing.do_bench(fn, return_mode="median"))
-            except Exception as exc:  # noqa: BLE001 - a configuration this GPU cannot compile (shared memory)
-                if best is None:
-                    best = (float("inf"), fn, f"{type(exc).__name__}: {str(exc)[:80]}")
-                continue
-            if best is None or ms < best[0]:
-                best = (ms, fn, f"BLOCK_M={bm}, BLOCK_N={bn}, num_warps={warps}, num_stages={stages}")
-        candidates = [("Triton fused (this lesson)", best[1], best[2]), ("SDPA flash", sdpa_flash, ""),
-                      ("naive (3 kernels)", lambda: naive_attention(q, k, v, causal), "")]
-        for name, fn, note in candidates:
-            row = {"implementation": name, "seq_len": n, "batch": batch, "ms": float("nan"), "tflops": float("nan"),
-                   "peak_bytes": float("nan"), "max_error": float("nan"), "note": note}
-            try:
-                row["max_error"] = float((fn().float() - reference.float()).abs().max())
-                row["ms"] = float(triton.testing.do_bench(fn, return_mode="median"))
-                row["tflops"] = flops / (row["ms"] / 1e3) / 1e12
-                row["peak_bytes"] = _peak_bytes(fn)
-            except torch.cuda.OutOfMemoryError:
-                row["note"] = "out of GPU memory"
-                torch.cuda.empty_cache()
-            except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
-                row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
-            rows.append(row)
-        del q, k, v, reference
-        torch.cuda.empty_cache()
+def _benchmark_seq_len(n: int, d: int, heads: int, tokens: int, causal: bool, dtype) -> list[dict]:
+    """The rows of :func:`benchmark_gpu` for sequence length ``n`` (tokens); its tensors live
+    until it returns."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    batch = max(1, tokens // n)
+    q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=dtype) for _ in range(3))
+    flops = attention_flops(n, d, causal, batch * heads)
+
+    def sdpa_flash():
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    reference = sdpa_flash()
+    best = None
+    for bm, bn, warps, stages in CONFIGS:
+        if n % bm:
+            continue
+        fn = functools.partial(flash_attention, q, k, v, causal, block_m=bm, block_n=bn, num_warps=warps,
+                               num_stages=stages)
+        try:
+            ms = float(triton.testing.do_bench(fn, return_mode="median"))
+        except Exception as exc:  # noqa: BLE001 - a configuration this GPU cannot compile (shared memory)
+            if best is None:
+                best = (float("inf"), fn, f"{type(exc).__name__}: {str(exc)[:80]}")
+            continue
+        if best is None or ms < best[0]:
+            best = (ms, fn, f"BLOCK_M={bm}, BLOCK_N={bn}, num_warps={warps}, num_stages={stages}")
+    candidates = [("Triton fused (this lesson)", best[1], best[2]), ("SDPA flash", sdpa_flash, ""),
+                  ("naive (3 kernels)", functools.partial(naive_attention, q, k, v, causal), "")]
+    rows = []
+    for name, fn, note in candidates:
+        row = {"implementation": name, "seq_len": n, "batch": batch, "ms": float("nan"), "tflops": float("nan"),
+               "peak_bytes": float("nan"), "max_error": float("nan"), "note": note}
+        try:
+            row["max_error"] = float((fn().float() - reference.float()).abs().max())
+            row["ms"] = float(triton.testing.do_bench(fn, return_mode="median"))
+            row["tflops"] = flops / (row["ms"] / 1e3) / 1e12
+            row["peak_bytes"] = _peak_bytes(fn)
+        except torch.cuda.OutOfMemoryError:
+            row["note"] = "out of GPU memory"
+            torch.cuda.empty_cache()
+        except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
+            row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
+        rows.append(row)
     return rows

@@ -144,7 +144,7 @@ def dispatch_overhead(sizes=(1, 64, 4096, 262144), device=None) -> list[tuple[in
     rows = []
     for n in sizes:
         x = torch.ones(n, device=device)
-        rows.append((n, benchmark(lambda: x + 1, device=device, repeat=5).median))
+        rows.append((n, benchmark(lambda x=x: x + 1, device=device, repeat=5).median))
     return rows
 
 

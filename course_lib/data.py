@@ -137,7 +137,8 @@ def download(name: str, timeout: float = 5.0, root: Path | None = None) -> bool:
             errors: list[BaseException] = []
             target = folder / (stem + ".gz")
 
-            def attempt(url=mirror + stem + ".gz", target=target):
+            # bound here: a thread abandoned late reports into its own mirror's list, not the next one's
+            def attempt(url=mirror + stem + ".gz", target=target, errors=errors):
                 try:
                     _fetch(url, target, timeout)
                 except BaseException as exc:  # reported through `errors`

@@ -91,12 +91,12 @@ def transfer_benchmark(sizes_bytes=(2**12, 2**16, 2**20, 2**24), device=None, re
             dst = torch.empty(numel, dtype=torch.float32, device=device)
             for kind, pinned in (("pageable", False), ("pinned", True)):
                 src = torch.ones(numel, dtype=torch.float32, pin_memory=pinned)
-                t = benchmark(lambda: dst.copy_(src, non_blocking=pinned), device=device,
-                              repeat=repeat, min_repeat_time=0.005)
+                t = benchmark(lambda dst=dst, src=src, pinned=pinned: dst.copy_(src, non_blocking=pinned),
+                              device=device, repeat=repeat, min_repeat_time=0.005)
                 results.append(TransferResult(kind, numel * 4, t.median))
         else:
             src = torch.ones(numel, dtype=torch.float32)
             dst = torch.empty_like(src)
-            t = benchmark(lambda: dst.copy_(src), repeat=repeat, min_repeat_time=0.005)
+            t = benchmark(lambda dst=dst, src=src: dst.copy_(src), repeat=repeat, min_repeat_time=0.005)
             results.append(TransferResult("host-to-host", numel * 4, t.median))
     return results

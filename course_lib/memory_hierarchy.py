@@ -66,7 +66,7 @@ def working_set_sweep(sizes_bytes=None, repeat: int = 5, bytes_per_repeat: int =
     for size in sizes_bytes:
         data = np.ones(max(size // 4, 1), dtype=np.float32)
         reps = max(1, bytes_per_repeat // data.nbytes)
-        timing = benchmark(lambda: repeated_sum(data, reps), label=f"{size} B", warmup=1,
+        timing = benchmark(lambda data=data, reps=reps: repeated_sum(data, reps), label=f"{size} B", warmup=1,
                            repeat=repeat, number=1)
         rows.append({"bytes": data.nbytes, "seconds": timing.median / reps,
                      "bandwidth": data.nbytes * reps / timing.median})

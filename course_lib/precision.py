@@ -228,7 +228,7 @@ def time_matmul_by_format(n: int = 512, names=("float32", "bfloat16", "float16")
     for name in names:
         a = base_a.to(device, dtype_of(name))
         b = base_b.to(device, dtype_of(name))
-        timing: Timing = benchmark(lambda: a @ b, label=f"{name} {n}x{n} matmul", device=device,
+        timing: Timing = benchmark(lambda a=a, b=b: a @ b, label=f"{name} {n}x{n} matmul", device=device,
                                    repeat=5)
         rows.append({"format": name, "seconds": timing.median,
                      "flops_per_second": 2 * n**3 / timing.median, "timing": timing})

@@ -26,7 +26,7 @@ def _timelines(ax):
             ("CPU, large n", [("CPU compute", 9.0)]),
             ("GPU, large n", [("launch + Python", 2.0), ("copy to device", 0.7), ("GPU kernel", 1.3),
                               ("copy result back", 2.2)])]
-    for y, (label, parts) in enumerate(reversed(rows)):
+    for y, (_, parts) in enumerate(reversed(rows)):
         left = 0.0
         for part, width in parts:
             ax.barh(y, width, left=left, height=0.6, color=COLOURS[part], edgecolor="black", alpha=0.75)
@@ -54,7 +54,8 @@ def _curves(ax):
     ax.text(14, 0.03, "fixed cost per call", fontsize=12, color="dimgray")
     ax.set_xlabel("problem size n (log)", fontsize=13)
     ax.set_ylabel("seconds per call (log)", fontsize=13)
-    ax.set_xticks([]); ax.set_yticks([])
+    ax.set_xticks([])
+    ax.set_yticks([])
     ax.minorticks_off()
     ax.set_title("time against size", fontsize=14)
     ax.legend(fontsize=12, loc="lower right")

@@ -302,7 +302,7 @@ def torch_worker(kind: str = "1f1b", micro_batches: int = 4, width: int = 32, de
         schedule.step()
     error = _stage_gradient_error(stage_module.cpu(), rank, p, width, depth, batch, seed)
     dist.destroy_process_group()
-    loss = float(torch.stack([l.detach().cpu() for l in losses]).mean()) if losses else None
+    loss = float(torch.stack([micro_loss.detach().cpu() for micro_loss in losses]).mean()) if losses else None
     return {"rank": rank, "loss": loss, "grad_error": error, "order": order, "device": str(device)}
 
 

@@ -56,7 +56,7 @@ class Elements:
         if len(index) != len(arr.shape):
             raise IndexError(f"{self.where(node)}: {len(index)} indices for a local array of shape {arr.shape}")
         parts = []
-        for dim, (i, size) in enumerate(zip(index, arr.shape)):
+        for i, size in zip(index, arr.shape):
             i = np.asarray(i[lanes] if vec(i) else np.full(lanes.size, i)).astype(np.int64)
             if np.any((i < 0) | (i >= size)):
                 raise IndexError(f"{self.where(node)}: index out of bounds for a local array of shape {arr.shape}")

@@ -111,12 +111,13 @@ def _gpu_check(kernels: dict) -> dict:
     big = cuda.to_device(rng.random((N_GPU, N_GPU)).astype(np.float32))
     dst = cuda.device_array((N_GPU, N_GPU), np.float32)
     figures, predicted, measured = {"gpu": name, "predicted_for": spec}, {}, {}
+    grid = (N_GPU // TILE, N_GPU // TILE)
     for label in ("transpose_naive", "transpose_tiled"):
         kernel = kernels[label]
         result = simt.run(kernel, (N_MODEL // TILE, N_MODEL // TILE), (TILE, TILE), a, np.zeros_like(a))
         predicted[label] = simt.predict(result, spec, scale=(N_GPU / N_MODEL) ** 2).seconds
-        grid = (N_GPU // TILE, N_GPU // TILE)
-        t = timing.benchmark(lambda: kernel[grid, (TILE, TILE)](big, dst), label=label, device="cuda:0")
+        t = timing.benchmark(lambda kernel=kernel: kernel[grid, (TILE, TILE)](big, dst), label=label,
+                             device="cuda:0")
         measured[label] = t.median
         figures[f"{label}_predicted_s"] = predicted[label]
         figures[f"{label}_measured_s"] = t.median

@@ -47,7 +47,7 @@ def agree(kernel, grid, block, args) -> tuple[float, float]:
 def cases():
     for lesson in ("03", "04"):
         wrong = lessons.wrong_answers(lesson)
-        for gid, source in lessons.solution_cells(lesson).items():
+        for gid in lessons.solution_cells(lesson):
             yield pytest.param(lesson, gid, -1, id=f"{lesson}-{gid}-reference")
             for k in range(len(wrong.get(gid, []))):
                 yield pytest.param(lesson, gid, k, id=f"{lesson}-{gid}-wrong{k}")

@@ -180,8 +180,7 @@ def check_grade_input(args) -> None:
     """CourseError (one line) for a `course grade` command line that cannot be graded."""
     one_lesson(args.lesson)
     if args.submissions:
-        from .grading.intake import folder_problem
-        from .grading.submission import SubmissionProblem
+        from .grading.intake import SubmissionProblem, folder_problem
         try:
             folder_problem(Path(args.submissions))
         except SubmissionProblem as exc:

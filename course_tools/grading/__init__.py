@@ -20,6 +20,9 @@
 7. ``results``: per shard, outcomes; the merge writes the gradebook and one CSV.
 8. ``grade``: the whole ``course grade`` command.
 
+Every step reads a notebook's cells in the words of ``cells`` (a test cell, a solution cell, a
+grade cell's id and points), as nbgrader's ``utils`` names them.
+
 Import what you use from its module (``from course_tools.grading.grade import grade_lesson``):
 this package imports nothing itself, so a command that needs only ``sandbox`` (``course grade
 --workers 33`` refusing, ``course doctor``) does not wait for nbgrader and torch to load.

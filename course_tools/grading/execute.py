@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import wire
+from .cells import grade_id, is_test_cell
 from .checker_process import CheckerProcess
-from .student_kernel import SandboxKernel
 from .sandbox import Limits
 from .sandboxed_process import SIGNALS, signal_of
 from .segments import failing_label, hidden_labels, split_hidden
-from .submission import _nb_meta, is_test_cell
+from .student_kernel import SandboxKernel
 
 _WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines() if not ln.startswith("from __future__"))
 HELPERS = (f"import types as _t\n_course_wire = _t.ModuleType('_course_wire')\n"
@@ -367,7 +367,7 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
                 ex.notes.append(f"notebook time limit ({limits.notebook_seconds:g} s) reached before cell "
                                 f"{index + 1}; the remaining cells did not run")
                 break
-            gid = _nb_meta(cell).get("grade_id") if is_test_cell(cell) else None
+            gid = grade_id(cell) if is_test_cell(cell) else None
             if gid:
                 _test_cell(r, ex, cell, gid, index + 1, deadline, min(limits.cell_seconds, left), hidden)
             else:

@@ -33,8 +33,8 @@ from pathlib import Path
 import nbformat
 
 from ..slides import NODE_MODULES, VENDOR_FILES
+from .cells import grade_id, is_test_cell, points
 from .segments import visible_part
-from .submission import _nb_meta, is_test_cell
 
 SAFE_DATA = ("text/plain", "image/png", "image/jpeg")
 MATHJAX_CONFIG = "?config=TeX-AMS_CHTML-full,Safe"
@@ -93,10 +93,10 @@ def feedback_notebook(nb, execution, scores: dict, total: tuple[float, float], n
             continue
         cell.execution_count = None
         if is_test_cell(cell):
-            gid = _nb_meta(cell)["grade_id"]
+            gid = grade_id(cell)
             cell.source = visible_part(cell.source).rstrip()
             verdict = execution.verdicts.get(gid)
-            got, top = scores.get(gid, (0.0, _nb_meta(cell).get("points", 0)))
+            got, top = scores.get(gid, (0.0, points(cell)))
             head = {"output_type": "stream", "name": "stdout", "text": f"[{gid}: {got:g} / {top:g} points]\n"}
             cell.outputs = [head, *(safe_outputs(verdict.outputs) if verdict else [])]
         else:

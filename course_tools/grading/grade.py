@@ -29,16 +29,26 @@ from tqdm import tqdm
 
 from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
 from . import sandboxed_process
+from .cells import grade_id, ids_of_test_cells, is_test_cell, max_score, points
 from .execute import Execution, Verdict, _error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html, safe_outputs
-from .intake import (STUDENT_NAME, class_rows, copy_files, folder_problem, import_submissions, inspect_folder,
-                     notebook_notes, odd_folder_name, read_timestamp)
+from .intake import (
+    STUDENT_NAME,
+    SubmissionProblem,
+    class_rows,
+    copy_files,
+    folder_problem,
+    import_submissions,
+    inspect_folder,
+    notebook_notes,
+    odd_folder_name,
+    read_timestamp,
+)
 from .nbgrader_course import CourseDir, GradingError, student_version
 from .plan import lesson_facts, lesson_plan, reference_notebook
 from .results import Outcome, merge, shard_dir, write_shard
 from .sandbox import SLOTS, Limits, SandboxUnavailable, bubblewrap, sandbox_uid, why_no_sandbox
-from .submission import (SubmissionProblem, _nb_meta, is_test_cell, lesson_marks, read_submission,
-                         refuse_other_lesson, restore_test_cells)
+from .submission import lesson_marks, read_submission, refuse_other_lesson, restore_test_cells
 from .wire import valid_text
 
 
@@ -74,7 +84,7 @@ def _graded_notebook(nb, ex: Execution):
             continue
         cell.execution_count = None
         if is_test_cell(cell):
-            verdict = ex.verdicts.get(_nb_meta(cell)["grade_id"]) or Verdict(False, [_error_output("NotRun", "not run")])
+            verdict = ex.verdicts.get(grade_id(cell)) or Verdict(False, [_error_output("NotRun", "not run")])
             outputs = [o for o in verdict.outputs if o["output_type"] == "stream" and o["name"] == "stdout"]
             if not verdict.passed:
                 errors = [o for o in verdict.outputs if o["output_type"] == "error"]
@@ -92,8 +102,8 @@ def _record(outcome: Outcome, nb, ex: Execution, ctx: dict) -> None:
     code wrote is the student's, so a file it spoils is never a grader error that would keep an
     earlier score."""
     outcome.reasons += ex.notes
-    points = {_nb_meta(c)["grade_id"]: float(_nb_meta(c).get("points", 0)) for c in nb.cells if is_test_cell(c)}
-    scores = {g: (p if ex.verdicts.get(g) and ex.verdicts[g].passed else 0.0, p) for g, p in points.items()}
+    worth = {grade_id(c): points(c) for c in nb.cells if is_test_cell(c)}
+    scores = {g: (p if ex.verdicts.get(g) and ex.verdicts[g].passed else 0.0, p) for g, p in worth.items()}
     outcome.cells = {g: s for g, (s, _) in scores.items()}
     outcome.score = sum(outcome.cells.values())
     _write_graded(outcome, nb, ex, ctx["out"] / "graded" / f"{outcome.student}.ipynb")
@@ -225,8 +235,7 @@ def _lesson_context(course: CourseDir, lesson: str, blank_nb, limits: Limits, sa
     return {"course": course, "lesson": lesson, "source_nb": source_nb, "blank_nb": blank_nb,
             "lesson_marks": _lessons_marks(course, lesson, source_nb), "limits": limits,
             "sandbox": sandbox, "scratch": scratch, "out": out, "feedback": feedback,
-            "cell_ids": [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)],
-            "max_score": float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))}
+            "cell_ids": ids_of_test_cells(source_nb), "max_score": max_score(source_nb)}
 
 
 def _lessons_marks(course: CourseDir, lesson: str, source_nb) -> dict[str, set[str]]:
@@ -421,7 +430,5 @@ def merge_lesson(lesson_dir: Path, course: CourseDir | None = None) -> list[Outc
     lesson = lesson_dir.name
     source_nb = nbformat.read(str(course.source / lesson / f"{GRADED_NOTEBOOK}.ipynb"), as_version=4)
     student_version(course, lesson)  # the gradebook knows the lesson
-    cell_ids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
-    max_score = float(sum(_nb_meta(c).get("points", 0) for c in source_nb.cells if _nb_meta(c).get("grade")))
     mathjax_into(course.root / "feedback")
-    return merge(course, lesson, cell_ids, max_score)
+    return merge(course, lesson, ids_of_test_cells(source_nb), max_score(source_nb))

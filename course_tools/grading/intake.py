@@ -1,12 +1,13 @@
 """Step 1 of grading, the folder: a submission is a folder of regular files with plain names and
 bounded sizes; anything else (a symbolic link anywhere, a device, a pipe, a socket, an odd name,
-too many or too large files) is refused for that student with the reason, and nothing of it is
-copied or read. What tools leave beside the work (``TOOL_LITTER``: Jupyter's checkpoints, ...)
-is ignored, wherever it lies. The student's files are copied (regular files only, opened without
-following links) for the sandbox; the notebook among them (``exercises.ipynb``, chosen over a
-near-duplicate such as ``exercises (1).ipynb``, or named as the near match when it is missing:
-``notebook_notes``) is read by ``submission``. Refusals say how to fix what they refuse: a
-folder name that is no student id gets one suggested, an archive is called one.
+too many or too large files) is refused for that student with the reason (``SubmissionProblem``),
+and nothing of it is copied or read. What tools leave beside the work (``TOOL_LITTER``: Jupyter's
+checkpoints, ...) is ignored, wherever it lies. The student's files are copied for the sandbox
+(regular files only, opened without following links: ``read_regular``); the notebook among them
+(``exercises.ipynb``, chosen over a near-duplicate such as ``exercises (1).ipynb``, or named as the
+near match when it is missing: ``notebook_notes``) is read by ``submission``, through
+``read_regular`` too. Refusals say how to fix what they refuse: a folder name that is no student
+id gets one suggested, an archive is called one.
 
 The submission time is the grader's: ``import_submissions`` writes ``timestamp.txt`` with the
 time it took the files in (a ``timestamp.txt`` of the student's own is never copied), and keeps
@@ -24,11 +25,16 @@ from pathlib import Path
 
 from ..paths import GRADED_NOTEBOOK
 from .nbgrader_course import CourseDir
-from .submission import MAX_FILE_BYTES, SubmissionProblem, file_kind, read_regular
+
+
+class SubmissionProblem(Exception):
+    """The submission cannot be run at all; the message says why, in plain words."""
+
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+@ ()-]{0,99}")   # ( ): a browser's "exercises (1).ipynb"
 STUDENT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
 MAX_FILES = 200                 # files and folders in one submission
+MAX_FILE_BYTES = 20 * 2**20     # one file of a submission (bytes)
 MAX_TOTAL_BYTES = 60 * 2**20    # the whole submission
 MAX_DEPTH = 6                   # folder nesting
 # What tools leave beside a student's work, ignored by name wherever it lies (in a submission or
@@ -40,6 +46,31 @@ MAX_DEPTH = 6                   # folder nesting
 TOOL_LITTER = frozenset({".ipynb_checkpoints", "__pycache__", ".DS_Store", "__MACOSX", "Thumbs.db"})
 ARCHIVES = (((".zip",), "a zip archive"), ((".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz"), "a tar archive"),
             ((".7z", ".rar"), "an archive"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words ("a symbolic link", "a named pipe", ...)."""
+    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return word
+    return "not a regular file"
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file, opened without following a link, at most ``limit`` bytes;
+    SubmissionProblem saying why for anything else or anything larger."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise SubmissionProblem(f"refused: {path.name} cannot be opened as a regular file ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SubmissionProblem(f"refused: {path.name} is {file_kind(os.fstat(fd).st_mode)}")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise SubmissionProblem(f"refused: {path.name} is larger than {limit / 2**20:g} MiB")
+    return data
 
 
 def inspect_folder(folder: Path) -> list[tuple[str, int]]:

@@ -14,7 +14,8 @@ import json
 import os
 from pathlib import Path
 
-from .submission import _nb_meta, is_test_cell, restore_test_cells
+from .cells import grade_id, ids_of_test_cells, is_grade, is_solution, is_test_cell
+from .submission import restore_test_cells
 
 
 def _defined(source: str) -> set[str]:
@@ -40,10 +41,9 @@ def solution_names(source_nb) -> set[str]:
     for cell in source_nb.cells:
         if cell.cell_type != "code":
             continue
-        meta = _nb_meta(cell)
-        if meta.get("solution"):
+        if is_solution(cell):
             solution |= _defined(cell.source)
-        elif not meta.get("grade"):
+        elif not is_grade(cell):
             setup |= _defined(cell.source)
     return solution - setup
 
@@ -55,14 +55,13 @@ def lesson_facts(source_nb, plan: dict | None = None) -> dict:
     setup, position, solved = [], {}, False
     opening = []
     for pos, cell in enumerate(source_nb.cells):
-        meta = _nb_meta(cell)
-        solved = solved or (cell.cell_type == "code" and bool(meta.get("solution")))
-        if cell.cell_type == "code" and not meta.get("grade") and not meta.get("solution"):
+        solved = solved or (cell.cell_type == "code" and is_solution(cell))
+        if cell.cell_type == "code" and not is_grade(cell) and not is_solution(cell):
             setup.append((pos, cell.source))
             if not solved:
                 opening.append(cell.source)
         if is_test_cell(cell):
-            position[meta["grade_id"]] = pos
+            position[grade_id(cell)] = pos
     return {"names": solution_names(source_nb), "setup": setup, "opening": opening, "position": position,
             "plan": dict(plan or {})}
 
@@ -98,7 +97,7 @@ def lesson_plan(root: Path, lesson: str, source_nb, blank_nb, run_reference) -> 
             return saved["plan"]
     except (OSError, ValueError, KeyError):
         pass
-    gids = [_nb_meta(c)["grade_id"] for c in source_nb.cells if is_test_cell(c)]
+    gids = ids_of_test_cells(source_nb)
     plan = {g: "checker" for g in gids}
     reference = run_reference(lesson_facts(source_nb, plan))
     missed = [g for g in gids if not (reference.verdicts.get(g) and reference.verdicts[g].passed)]

@@ -13,55 +13,12 @@ import json
 import math
 import os
 import re
-import stat
 from pathlib import Path
 
 import nbformat
 
-
-
-class SubmissionProblem(Exception):
-    """The submission cannot be run at all; the message says why, in plain words."""
-
-
-
-MAX_FILE_BYTES = 20 * 2**20     # one file of a submission (bytes)
-
-
-def file_kind(mode: int) -> str:
-    for test, word in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
-        if test(mode):
-            return word
-    return "not a regular file"
-
-
-def read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file, opened without following a link, at most ``limit``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError as exc:
-        raise SubmissionProblem(f"refused: {path.name} cannot be opened as a regular file ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as fh:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SubmissionProblem(f"refused: {path.name} is {file_kind(os.fstat(fd).st_mode)}")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise SubmissionProblem(f"refused: {path.name} is larger than {limit / 2**20:g} MiB")
-    return data
-
-
-def _nb_meta(cell) -> dict:
-    """A cell's nbgrader metadata; {} when it has none or it is not a mapping."""
-    meta = cell.get("metadata") if isinstance(cell, dict) else None
-    meta = meta.get("nbgrader") if isinstance(meta, dict) else None
-    return meta if isinstance(meta, dict) else {}
-
-
-def is_test_cell(cell) -> bool:
-    meta = _nb_meta(cell)
-    return cell.get("cell_type") == "code" and bool(meta.get("grade")) and not meta.get("solution")
-
+from .cells import grade_id, is_locked, is_solution, is_test_cell, nbgrader_meta
+from .intake import MAX_FILE_BYTES, SubmissionProblem, read_regular
 
 GRADE_ID = re.compile(r"[A-Za-z0-9_-]{1,100}")   # what nbgrader itself accepts as a grade_id
 NBGRADER_FLAGS = ("grade", "solution", "locked", "task")
@@ -222,9 +179,9 @@ def _restored_cell(cell, src, ref, blank_by_id: dict, edited: list[str]):
     solution: its blank stub) or the source (a test), noting an edit; an open solution cell is
     kept with the student version's metadata. None for a solution the student version lacks
     (never hand a student the reference solution)."""
-    gid = _nb_meta(src)["grade_id"]
-    solution = bool(_nb_meta(src).get("solution"))
-    locked = is_test_cell(src) or (_nb_meta(src).get("locked") and not solution)
+    gid = grade_id(src)
+    solution = is_solution(src)
+    locked = is_test_cell(src) or (is_locked(src) and not solution)
     if locked or cell.cell_type != src.cell_type:
         if cell.source != ref.source and cell.source != src.source or cell.cell_type != src.cell_type:
             edited.append(f"{gid} (edited)")
@@ -233,7 +190,7 @@ def _restored_cell(cell, src, ref, blank_by_id: dict, edited: list[str]):
         cell = copy.deepcopy(ref if solution else src)
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", _nb_meta(src)))
+    cell.metadata["nbgrader"] = copy.deepcopy(ref.metadata.get("nbgrader", nbgrader_meta(src)))
     return cell
 
 
@@ -241,19 +198,20 @@ def _put_back_deleted(kept: list, source_cells: list, blank_by_id: dict, seen: s
     """Deleted grade cells back, each after the grade cell that precedes it in the source: a test
     as the source has it, any other (a solution: its blank stub) as the student version has it."""
     for i, src in enumerate(source_cells):
-        gid = _nb_meta(src)["grade_id"]
+        gid = grade_id(src)
         if gid in seen:
             continue
         if not is_test_cell(src) and gid not in blank_by_id:
             continue  # never hand a student the reference solution
         cell = copy.deepcopy(blank_by_id[gid] if not is_test_cell(src) else src)
-        cell.metadata["nbgrader"] = copy.deepcopy(blank_by_id.get(gid, src).metadata.get("nbgrader", _nb_meta(src)))
+        cell.metadata["nbgrader"] = copy.deepcopy(blank_by_id.get(gid, src).metadata.get("nbgrader",
+                                                                                          nbgrader_meta(src)))
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
         edited.append(f"{gid} (deleted)")
         at = 0
         for prev in reversed(source_cells[:i]):
-            idx = [j for j, c in enumerate(kept) if _nb_meta(c).get("grade_id") == _nb_meta(prev)["grade_id"]]
+            idx = [j for j, c in enumerate(kept) if grade_id(c) == grade_id(prev)]
             if idx:
                 at = idx[0] + 1
                 break
@@ -267,15 +225,15 @@ def restore_test_cells(student_nb, source_nb, blank_nb):
     (the grader's trusted student version: a solution comes back as its blank stub, never with
     anyone's code), every grade cell's metadata and the notebook's metadata ``blank_nb``'s; a
     cell that matches no grade cell of the source keeps no nbgrader metadata. Returns (nb, notes)."""
-    source_cells = [c for c in source_nb.cells if _nb_meta(c).get("grade_id")]
-    source_by_id = {_nb_meta(c)["grade_id"]: c for c in source_cells}
-    blank_by_id = {_nb_meta(c).get("grade_id"): c for c in blank_nb.cells if _nb_meta(c).get("grade_id")}
+    source_cells = [c for c in source_nb.cells if grade_id(c)]
+    source_by_id = {grade_id(c): c for c in source_cells}
+    blank_by_id = {grade_id(c): c for c in blank_nb.cells if grade_id(c)}
     nb = copy.deepcopy(student_nb)
     nb.metadata = copy.deepcopy(blank_nb.metadata)
     edited, seen, kept = [], set(), []
     for cell in nb.cells:
-        gid = _nb_meta(cell).get("grade_id")
-        if not isinstance(gid, str):  # no grade cell of the source: a plain cell
+        gid = grade_id(cell)
+        if gid is None:  # no grade cell of the source: a plain cell
             cell.get("metadata", {}).pop("nbgrader", None)
             kept.append(cell)
             continue
@@ -302,8 +260,8 @@ def lesson_marks(nb) -> set[str]:
     nbgrader cells and those cells' ids (random per cell, kept by the release and by Jupyter)."""
     marks = set()
     for cell in nb.get("cells", []) if isinstance(nb, dict) else []:
-        gid = _nb_meta(cell).get("grade_id")
-        if isinstance(gid, str):
+        gid = grade_id(cell)
+        if gid is not None:
             marks.add(f"grade:{gid}")
             if isinstance(cell.get("id"), str):
                 marks.add(f"cell:{cell['id']}")

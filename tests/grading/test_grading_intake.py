@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from course_tools.grading import intake, sandbox, submission, wire
+from course_tools.grading.intake import SubmissionProblem
 from course_tools.grading.sandbox import Limits
-from course_tools.grading.submission import SubmissionProblem
 
 LIMITS = Limits(memory_bytes=2**30, processes=64, cell_seconds=60, notebook_seconds=300)
 
@@ -39,7 +39,7 @@ def test_read_submission_reasons(tmp_path):
     (lambda d: socket.socket(socket.AF_UNIX).bind(str(d / "sock")), "socket"),
     (lambda d: (d / "bad\nname.txt").write_text("x"), "not plain"),
     (lambda d: (d / "..hidden").write_text("x"), "not plain"),
-    (lambda d: (d / "big.bin").write_bytes(b"x" * (submission.MAX_FILE_BYTES + 1)), "MiB"),
+    (lambda d: (d / "big.bin").write_bytes(b"x" * (intake.MAX_FILE_BYTES + 1)), "MiB"),
     (lambda d: [(d / f"f{i}.txt").write_text("x") for i in range(intake.MAX_FILES + 1)], "more than"),
     (lambda d: (d / "sub").mkdir() or os.symlink("/etc", d / "sub" / "etc"), "sub/etc"),
 ])

@@ -39,10 +39,10 @@ import nbformat
 import pytest
 import torch
 
+from course_tools.grading.cells import is_test_cell
 from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits, bubblewrap, sandbox_uid
-from course_tools.grading.submission import is_test_cell
 from course_tools.paths import lesson_dirs
 
 FIXTURES = Path(__file__).parent / "wrong_answers"

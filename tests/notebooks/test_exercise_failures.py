@@ -23,8 +23,8 @@ import pytest
 from nbclient import NotebookClient
 from scratch_course import cell, edited, solutions
 
+from course_tools.grading.cells import is_test_cell
 from course_tools.grading.nbgrader_course import CourseDir, release
-from course_tools.grading.submission import is_test_cell
 from course_tools.paths import NOTEBOOKS
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -17,8 +17,9 @@ so the effect can be measured on any machine:
 
 Costs follow *Dive into Deep Learning* (Zhang, Lipton, Li, Smola), section "Asynchronous
 Computation", https://d2l.ai/chapter_computational-performance/async-computation.html:
-issuing a task costs the frontend ``t1`` seconds, executing it costs the backend ``t2``, returning its result to Python costs ``t3``. Waiting after every
-task takes about ``N (t1 + t2 + t3)``; issuing all of them and waiting once takes
+issuing a task costs the frontend ``t1`` seconds, executing it costs the backend ``t2``,
+returning its result to Python costs ``t3``. Waiting after every task takes about
+``N (t1 + t2 + t3)``; issuing all of them and waiting once takes
 ``max(t1 + N t2, N t1 + t2) + t3`` (which is ``t1 + N t2 + t3`` when ``t2 >= t1``).
 
 The model measures how many tasks are *in flight* (issued, not finished) and how many

@@ -104,7 +104,8 @@ def cmd_grade(args) -> int:
                       "this user can, use the network and other students' work. Only for code you trust.",
                       file=sys.stderr)
             elif not grading_sandbox.bubblewrap():
-                print(f"course grade: refusing to run student code without a sandbox. {grading_sandbox.why_no_sandbox()} "
+                print("course grade: refusing to run student code without a sandbox. "
+                      f"{grading_sandbox.why_no_sandbox()} "
                       "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
                 return 2
             limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
@@ -190,7 +191,8 @@ def check_grade_input(args) -> None:
         if args.shard or args.merge:
             raise CourseError("--slurm submits the shards and their merge itself: give it without --shard and --merge")
         if not 1 <= args.slurm <= MAX_SLURM_SHARDS:
-            raise CourseError(f"--slurm {args.slurm}: give 1 to {MAX_SLURM_SHARDS} shards (tasks of one Slurm job array)")
+            raise CourseError(f"--slurm {args.slurm}: give 1 to {MAX_SLURM_SHARDS} shards "
+                              "(tasks of one Slurm job array)")
     from .grading.sandbox import SLOTS
     if not 1 <= args.workers <= SLOTS:
         raise CourseError(f"--workers must be between 1 and {SLOTS} (submissions graded at once by one grader)")

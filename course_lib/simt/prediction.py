@@ -98,8 +98,9 @@ class Prediction:
                 f"(launch {_fmt(self.launch_s)}; memory {_fmt(self.memory_s)} = {self.moved_bytes:,} bytes / "
                 f"{self.bandwidth / 1e9:.0f} GB/s x {self.sm_fraction:.0%} of the SMs ({which}; warps request "
                 f"{self.uncached_bytes:,} bytes in sectors, {self.useful_bytes:,} of them used); compute "
-                f"{_fmt(self.compute_s)} for {self.flops32 + self.flops64:,} FLOPs; between {_fmt(self.cached_seconds)} "
-                f"if caches caught every reuse and {_fmt(self.uncached_seconds)} if none did)")
+                f"{_fmt(self.compute_s)} for {self.flops32 + self.flops64:,} FLOPs; "
+                f"between {_fmt(self.cached_seconds)} if caches caught every reuse "
+                f"and {_fmt(self.uncached_seconds)} if none did)")
 
 
 def _fmt(seconds: float) -> str:

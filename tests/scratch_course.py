@@ -47,11 +47,17 @@ def scratch_course(root: Path, lesson: str) -> tuple[CourseDir, Path]:
     return course, source
 
 
-def kernel_judged(course: CourseDir, lesson: str) -> list[str]:
-    """The test cells that the last ``grade_lesson`` of ``lesson`` in ``course`` judged in the
-    students' kernels instead of the trusted checker (its cached plan); [] when none."""
-    plan = json.loads((course.root / "build" / "grading" / lesson / "plan.json").read_text())
-    return sorted(gid for gid, where in plan["plan"].items() if where != "checker")
+def not_passed_in_checker(root: Path, lesson: str) -> list[str]:
+    """The test cells of ``lesson``'s exercises in the scratch course at ``root`` that the plan of
+    its last ``grade_lesson`` (``build/grading/<lesson>/plan.json``) does not record as passed by
+    the reference solution in the trusted checker; [] when it records every one."""
+    import nbformat
+
+    from course_tools.grading.cells import ids_of_test_cells
+
+    nb = nbformat.read(str(root / "source" / lesson / "exercises.ipynb"), as_version=4)
+    plan = json.loads((root / "build" / "grading" / lesson / "plan.json").read_text())
+    return sorted(set(ids_of_test_cells(nb)) - set(plan["passed_in_checker"]))
 
 
 def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 2) -> dict:

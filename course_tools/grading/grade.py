@@ -341,8 +341,8 @@ def _grade_shard(ctx: dict, mine: list[str], refused: dict, reference_student: s
     """The lesson's plan (which refuses a reference that misses a point in the checker), then
     this shard's students into ``done``: the reference student from the plan's own run, the
     refused with their reasons, the rest graded in sandbox slots."""
-    plan = lesson_plan(ctx["course"].root, ctx["lesson"], ctx["source_nb"], ctx["blank_nb"], _reference_runner(ctx))
-    ctx["facts"] = lesson_facts(ctx["source_nb"], plan)
+    lesson_plan(ctx["course"].root, ctx["lesson"], ctx["source_nb"], ctx["blank_nb"], _reference_runner(ctx))
+    ctx["facts"] = lesson_facts(ctx["source_nb"])
     if reference_student in mine and "reference_run" in ctx:
         done[reference_student] = Outcome(reference_student, max_score=ctx["max_score"])
         _record(done[reference_student], *ctx["reference_run"], ctx)

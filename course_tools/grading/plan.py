@@ -4,7 +4,7 @@ there, and a lesson whose reference misses a point is refused (one line naming t
 instructor's to fix, e.g. by passing plain data to the student's functions or wrapping what needs
 the student's kernel in ``@in_student_kernel``). A passing check is cached in
 ``build/grading/<lesson>/plan.json``, keyed by a hash of the notebooks and the code that grades
-them; the file also records where each cell is judged (always ``checker``).
+them, with the test cells the reference passed there (every one: a miss is refused).
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def solution_names(source_nb) -> set[str]:
     return solution - setup
 
 
-def lesson_facts(source_nb, plan: dict | None = None) -> dict:
+def lesson_facts(source_nb) -> dict:
     """What ``execute`` needs about a lesson: solution names, the instructor's setup cells
     (position in the source, code), those of them before the first solution cell (``opening``:
     code no student wrote or can reach) and each test cell's position in the source."""
@@ -62,8 +62,7 @@ def lesson_facts(source_nb, plan: dict | None = None) -> dict:
                 opening.append(cell.source)
         if is_test_cell(cell):
             position[grade_id(cell)] = pos
-    return {"names": solution_names(source_nb), "setup": setup, "opening": opening, "position": position,
-            "plan": dict(plan or {})}
+    return {"names": solution_names(source_nb), "setup": setup, "opening": opening, "position": position}
 
 
 def fingerprint(source_nb, blank_nb) -> str:
@@ -83,10 +82,11 @@ def fingerprint(source_nb, blank_nb) -> str:
     return digest.hexdigest()
 
 
-def lesson_plan(root: Path, lesson: str, source_nb, blank_nb, run_reference) -> dict:
-    """{grade_id: "checker"} once the reference solution passes every test cell in the checker
-    (``run_reference(facts)`` grades it and returns its Execution); raises ``GradingError``
-    naming the cells it misses otherwise."""
+def lesson_plan(root: Path, lesson: str, source_nb, blank_nb, run_reference) -> list[str]:
+    """The lesson's test cells (grade ids, in notebook order) once the reference solution passes
+    every one of them in the trusted checker (``run_reference(facts)`` grades it and returns its
+    Execution); raises ``GradingError`` naming the cells it misses otherwise. The check is cached
+    in ``plan.json``: its key and those cells (``passed_in_checker``)."""
     from .nbgrader_course import GradingError
 
     cache = root / "build" / "grading" / lesson / "plan.json"
@@ -94,12 +94,11 @@ def lesson_plan(root: Path, lesson: str, source_nb, blank_nb, run_reference) -> 
     try:
         saved = json.loads(cache.read_text())
         if saved.get("key") == key:
-            return saved["plan"]
+            return saved["passed_in_checker"]
     except (OSError, ValueError, KeyError):
         pass
     gids = ids_of_test_cells(source_nb)
-    plan = {g: "checker" for g in gids}
-    reference = run_reference(lesson_facts(source_nb, plan))
+    reference = run_reference(lesson_facts(source_nb))
     missed = [g for g in gids if not (reference.verdicts.get(g) and reference.verdicts[g].passed)]
     if missed:
         why = "; ".join(reference.notes[:2])
@@ -109,9 +108,9 @@ def lesson_plan(root: Path, lesson: str, source_nb, blank_nb, run_reference) -> 
                            "the student's kernel in @in_student_kernel)")
     cache.parent.mkdir(parents=True, exist_ok=True)
     tmp = cache.with_name(f"plan.{os.getpid()}.{os.urandom(3).hex()}.tmp")  # shards may write at once
-    tmp.write_text(json.dumps({"key": key, "plan": plan, "note": ""}, indent=1))
+    tmp.write_text(json.dumps({"key": key, "passed_in_checker": gids}, indent=1))
     tmp.replace(cache)
-    return plan
+    return gids
 
 
 def reference_notebook(source_nb, blank_nb):

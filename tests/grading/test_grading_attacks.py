@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import kernel_judged, scratch_course
+from scratch_course import not_passed_in_checker, scratch_course
 
 from course_tools.grading import sandbox
 from course_tools.grading.grade import grade_lesson
@@ -249,7 +249,7 @@ REASON = {"f_link_notebook": "symbolic link", "f_link_folder": "symbolic link", 
 
 
 def test_every_test_cell_is_judged_by_the_checker(graded):
-    assert kernel_judged(graded["course"], LESSON) == []
+    assert not_passed_in_checker(graded["course"].root, LESSON) == []
 
 
 @pytest.mark.parametrize("student", ZERO)

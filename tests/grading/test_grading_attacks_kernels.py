@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 import numpy as np
 import pytest
-from scratch_course import kernel_judged, scratch_course
+from scratch_course import not_passed_in_checker, scratch_course
 
 from course_lib import hardware
 from course_lib.checks.core import CheckFailed
@@ -291,7 +291,7 @@ def graded(request, tmp_path_factory):
                             progress=False)
     pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{lesson}/exercises.html")}
     return {"lesson": lesson, "by": {o.student: o for o in outcomes}, "pages": pages,
-            "kernel_judged": kernel_judged(course, lesson), **ATTACKS[lesson]}
+            "not_passed_in_checker": not_passed_in_checker(course.root, lesson), **ATTACKS[lesson]}
 
 
 @pytest.mark.timeout(900)
@@ -299,7 +299,7 @@ def test_reference_full_blank_zero_and_every_cell_judged_by_the_checker(graded):
     honest, blank = graded["by"]["honest"], graded["by"]["blank"]
     assert (honest.score, honest.max_score) == (graded["full"], graded["full"]), (honest.reason, honest.cells)
     assert blank.score == 0, blank.cells
-    assert graded["kernel_judged"] == []
+    assert graded["not_passed_in_checker"] == []
 
 
 @pytest.mark.timeout(900)

@@ -42,7 +42,7 @@ import json
 
 import nbformat
 import pytest
-from scratch_course import scratch_course
+from scratch_course import not_passed_in_checker, scratch_course
 
 from course_tools.grading import sandbox
 from course_tools.grading.grade import grade_lesson
@@ -231,14 +231,13 @@ def graded(tmp_path_factory):
     graded_nbs = {o.student: nbformat.read(str(p), as_version=4)
                   for o in outcomes for p in [root / "autograded" / o.student / LESSON / "exercises.ipynb"]
                   if p.exists()}
-    return {"by": {o.student: o for o in outcomes}, "plan": plan, "graded": graded_nbs}
+    return {"by": {o.student: o for o in outcomes}, "plan": plan, "graded": graded_nbs, "root": root}
 
 
 def test_every_test_cell_the_allreduce_included_is_judged_by_the_checker(graded):
     plan = graded["plan"]
-    assert plan["note"] == "", plan
-    assert set(ALLREDUCE_CELLS) <= set(plan["plan"])
-    assert [gid for gid, where in plan["plan"].items() if where != "checker"] == [], plan
+    assert set(ALLREDUCE_CELLS) <= set(plan["passed_in_checker"]), plan
+    assert not_passed_in_checker(graded["root"], LESSON) == [], plan
 
 
 def test_honest_work_keeps_full_marks(graded):

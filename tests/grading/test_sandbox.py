@@ -14,7 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import kernel_judged, lesson_folder, scratch_course
+from scratch_course import lesson_folder, not_passed_in_checker, scratch_course
 
 from course_tools import paths
 from course_tools.grading import feedback, sandbox, segments, submission
@@ -253,7 +253,7 @@ def test_each_submission_gets_its_score_and_a_plain_reason(graded, student):
 
 @needs_bwrap
 def test_every_test_cell_is_judged_by_the_checker(graded):
-    assert kernel_judged(graded["course"], LESSON) == []
+    assert not_passed_in_checker(graded["course"].root, LESSON) == []
 
 
 @needs_bwrap

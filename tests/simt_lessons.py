@@ -44,8 +44,8 @@ def _constants(cells) -> dict:
             continue
         for stmt in tree.body:
             if isinstance(stmt, ast.Assign) and all(isinstance(t, (ast.Name, ast.Tuple)) for t in stmt.targets) \
-                    and all(isinstance(n, (ast.Assign, ast.Name, ast.Constant, ast.BinOp, ast.Tuple, ast.Load, ast.operator,
-                                           ast.Store)) for n in ast.walk(stmt)):
+                    and all(isinstance(n, (ast.Assign, ast.Name, ast.Constant, ast.BinOp, ast.Tuple, ast.Load,
+                                           ast.operator, ast.Store)) for n in ast.walk(stmt)):
                 try:
                     exec(compile(ast.Module([stmt], []), "<constants>", "exec"), space)  # noqa: S102
                 except Exception:  # noqa: BLE001 - a name defined elsewhere: not a constant
@@ -148,7 +148,8 @@ def launches(lesson: str, gid: str, ns: dict, rng) -> list[tuple]:
     elif gid in ("ex7_naive", "ex7_tiled", "ex8_padded"):
         name = {"ex7_naive": "transpose_naive_kernel", "ex7_tiled": "transpose_tiled_kernel",
                 "ex8_padded": "transpose_padded_kernel"}[gid]
-        for rows, cols in ((20, 40), (7, 33)):   # blocks of TILE x TILE threads: a few only (Numba runs one OS thread each)
+        # blocks of TILE x TILE threads: a few only (Numba runs one OS thread each)
+        for rows, cols in ((20, 40), (7, 33)):
             grid, block = _grid2(rows, cols, (ns["TILE"], ns["TILE"]))
             out.append((name, grid, block, (r((rows, cols)).astype(np.float32), np.zeros((cols, rows), np.float32))))
     elif gid == "ex5_bias_relu":

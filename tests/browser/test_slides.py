@@ -112,7 +112,8 @@ def test_tagged_code_is_folded_and_its_output_kept(tmp_path):
 def test_executed_notebook_renders_as_offline_html(tmp_path):
     import nbformat
 
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title $x^2$"), _code_cell("answer_marker = 1")])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Title $x^2$"),
+                                         _code_cell("answer_marker = 1")])
     (tmp_path / "executed").mkdir()
     nbformat.write(nb, str(tmp_path / "executed" / "lecture.ipynb"))
     page = slides.notebook_html(tmp_path / "executed" / "lecture.ipynb", tmp_path / "executed" / "lecture.html",

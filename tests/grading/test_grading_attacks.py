@@ -30,7 +30,8 @@ pytestmark = [pytest.mark.timeout(900),
 
 WRONG = {  # every function defined, every answer 0
     "ex1_peak": "def peak_flops(cores, clock_hz, simd_bits, dtype_bits=32, fma_units=2):\n    return 0.0\n",
-    "ex2_intensity": "def intensity_add(itemsize=4):\n    return 0.0\n\ndef intensity_matmul(n, itemsize=4):\n    return 0.0\n",
+    "ex2_intensity": "def intensity_add(itemsize=4):\n    return 0.0\n\n"
+                     "def intensity_matmul(n, itemsize=4):\n    return 0.0\n",
     "ex3_roofline": "def bound(intensity, peak, bandwidth):\n    return 0\n\n"
                     "def kernel_seconds(flops, bytes_moved, peak, bandwidth):\n    return 0.0\n",
     "ex4_lines": "def lines_touched(n, stride, itemsize=4, line_bytes=64):\n    return 0\n",
@@ -143,8 +144,8 @@ def _submissions(source, blank, root: Path):
     subs["c_getframe"] = c_nb
     e_nb = wrong(ALWAYS_EQUAL)
     for gid, code in WRONG.items():
-        _cell(e_nb, gid).source = (code.replace("return 0.0", "return Anything(0.0)")
-                                   .replace("return 0\n", "return AnyStr('x')\n" if gid == "ex3_roofline" else "return Anything(0)\n"))
+        int_answer = "return AnyStr('x')\n" if gid == "ex3_roofline" else "return Anything(0)\n"
+        _cell(e_nb, gid).source = code.replace("return 0.0", "return Anything(0.0)").replace("return 0\n", int_answer)
     subs["e_always_equal"] = e_nb
     args_nb = copy.deepcopy(honest)
     args_nb.cells.insert(2, nbformat.v4.new_code_cell(RECORD_ARGS))
@@ -156,9 +157,12 @@ def _submissions(source, blank, root: Path):
     spy.cells.insert(2, nbformat.v4.new_code_cell(
         "seen = []\nget_ipython().input_transformers_cleanup.append(lambda lines: (seen.extend(lines), lines)[1])\n"))
     subs["leak_base64"] = plus(spy, "import base64\nprint(base64.b64encode(''.join(seen).encode()).decode())\n")
-    subs["leak_glob"] = plus(honest, "import glob\nfor p in glob.glob('/**/*.ipynb', recursive=True) + glob.glob('/tmp/**', recursive=True):\n"
+    subs["leak_glob"] = plus(honest, "import glob\n"
+                             "for p in glob.glob('/**/*.ipynb', recursive=True) "
+                             "+ glob.glob('/tmp/**', recursive=True):\n"
                              "    try:\n        text = open(p).read()\n    except Exception:\n        continue\n"
-                             "    print(p, [l for l in text.splitlines() if 'assert' in l or 'check_' in l or 'HIDDEN' in l])\n")
+                             "    print(p, [l for l in text.splitlines() "
+                             "if 'assert' in l or 'check_' in l or 'HIDDEN' in l])\n")
     subs["script"] = plus(honest, "from IPython.display import HTML, Javascript, display\n"
                           "display(HTML('<script>alert(1)</script><img src=x onerror=alert(4)>'))\n"
                           "display(Javascript('alert(5)'))\nprint('<script>alert(2)</script>')\n",

@@ -161,7 +161,8 @@ SERIALIZED = {
                            "if out_row < out.shape[0] and out_col < out.shape[1]:\n" + ONE_LANE_AT_A_TIME
                            + "            out[out_row, out_col] = tile[tx, ty]"),
 }
-BLOCKS_NEEDED = "def blocks_needed(n, threads_per_block):\n    return (n + threads_per_block - 1) // threads_per_block\n\n\n"
+BLOCKS_NEEDED = ("def blocks_needed(n, threads_per_block):\n"
+                 "    return (n + threads_per_block - 1) // threads_per_block\n\n\n")
 ATTACKS = {
     "03_simt_programming_model": {
         "full": 27.0,
@@ -191,12 +192,13 @@ ATTACKS = {
                                  "    out[i] = left + cuda.atomic.add(x, i, 0.0) + right"),
             "ex3_tiled": _zeroing("tiled_matmul_kernel(a, b, c)",
                                   "col, row = cuda.grid(2)\nif row < c.shape[0] and col < c.shape[1]:\n"
-                                  "    acc = 0.0\n    for k in range(a.shape[1]):\n"
-                                  "        acc += cuda.atomic.add(a, (row, k), 0.0) * cuda.atomic.add(b, (k, col), 0.0)\n"
+                                  "    acc = 0.0\n    for k in range(a.shape[1]):\n        acc += "
+                                  "cuda.atomic.add(a, (row, k), 0.0) * cuda.atomic.add(b, (k, col), 0.0)\n"
                                   "    c[row, col] = acc"),
             "ex5_rowsum": _zeroing("row_sums_kernel(a, out)",
                                    "row = cuda.blockIdx.x\nif cuda.threadIdx.x == 0:\n    acc = 0.0\n"
-                                   "    for col in range(a.shape[1]):\n        acc += cuda.atomic.add(a, (row, col), 0.0)\n"
+                                   "    for col in range(a.shape[1]):\n"
+                                   "        acc += cuda.atomic.add(a, (row, col), 0.0)\n"
                                    "    out[row] = acc"),
         },
         # ex3_edges too: its hidden test counts the global writes of a 9 x 10 product (90), and
@@ -224,8 +226,9 @@ ATTACKS = {
             "ex8_histogram": _zeroing("shared_histogram_kernel(x, lo, hi, counts)",
                                       "i = cuda.grid(1)\nif i < x.size:\n    x[i] = hi + 1.0"),
         },
-        "overwrite_keeps": {gid: None for gid in ("ex1_visible", "ex1_clip", "ex1_module", "ex2_visible", "ex2_rounding",
-                                                  "ex3_visible", "ex3_memory", "ex4_visible", "ex4_no_win")},
+        "overwrite_keeps": {gid: None for gid in ("ex1_visible", "ex1_clip", "ex1_module", "ex2_visible",
+                                                  "ex2_rounding", "ex3_visible", "ex3_memory", "ex4_visible",
+                                                  "ex4_no_win")},
         "atomic": {
             "ex6_conv1d": _zeroing("conv1d_kernel(x, w, out)",
                                    "i = cuda.grid(1)\nif i < out.size:\n    acc = 0.0\n    for k in range(K):\n"
@@ -234,7 +237,8 @@ ATTACKS = {
             "ex7_nearest": _zeroing("nearest_kernel(x, y, out)",
                                     "i = cuda.grid(1)\nif i < x.shape[0]:\n    best = math.inf\n"
                                     "    for j in range(y.shape[0]):\n        dist = 0.0\n        for k in range(D):\n"
-                                    "            gap = cuda.atomic.add(x, (i, k), 0.0) - cuda.atomic.add(y, (j, k), 0.0)\n"
+                                    "            gap = "
+                                    "cuda.atomic.add(x, (i, k), 0.0) - cuda.atomic.add(y, (j, k), 0.0)\n"
                                     "            dist += gap * gap\n        best = min(best, dist)\n    out[i] = best"),
             "ex8_histogram": _zeroing("shared_histogram_kernel(x, lo, hi, counts)",
                                       "bins = cuda.shared.array(B, int32)\nt = cuda.threadIdx.x\nif t < B:\n"
@@ -356,5 +360,6 @@ def test_a_blank_and_a_race_say_so_in_one_line_in_the_feedback(graded):
         o, honest = graded["by"]["race"], graded["by"]["honest"].cells
         assert o.cells == {g: 0 if g.startswith("ex2_") else p for g, p in honest.items()}, o.cells
         pages.append(html.unescape(graded["pages"]["race"]))
-        assert "CheckFailed: pool3_kernel: expected no shared-memory race, got: shared-memory race in block" in pages[-1]
+        assert ("CheckFailed: pool3_kernel: expected no shared-memory race, got: shared-memory race in block"
+                in pages[-1])
     assert not any("Traceback" in page or "course_lib/" in page for page in pages)

@@ -83,7 +83,8 @@ def course(tmp_path_factory):
     shutil.copytree(paths.NOTEBOOKS / LESSON, root / "notebooks" / LESSON)
     shutil.copyfile(paths.REPO / "nbgrader_config.py", root / "nbgrader_config.py")
     mp = pytest.MonkeyPatch()
-    for module, name, value in ((paths, "NOTEBOOKS", root / "notebooks"), (grade_command, "NOTEBOOKS", root / "notebooks"),
+    for module, name, value in ((paths, "NOTEBOOKS", root / "notebooks"),
+                                (grade_command, "NOTEBOOKS", root / "notebooks"),
                                 (grade_command, "REPO", root), (grade_command, "BUILD", root / "build"),
                                 (cli, "REPO", root), (cli, "RELEASE", root / "release"), (cli, "BUILD", root / "build"),
                                 (grade_mod, "REPO", root), (grade_mod, "NOTEBOOKS", root / "notebooks")):

@@ -154,8 +154,9 @@ def test_restore_drops_nbgrader_metadata_of_cells_that_match_no_grade_cell():
     assert "nbgrader" not in nb.cells[0].metadata and dict(nb.metadata) == dict(source.metadata)
 
 
-@pytest.mark.parametrize("text, shown", [("=1+1", "'=1+1"), ("+1-2", "'+1-2"), ("-2+3", "'-2+3"), ("@SUM(1)", "'@SUM(1)"),
-                                         ("\tx", "'\tx"), ("\rx", "'\rx"), ("alice", "alice"), ("-2", "-2"),
+@pytest.mark.parametrize("text, shown", [("=1+1", "'=1+1"), ("+1-2", "'+1-2"), ("-2+3", "'-2+3"),
+                                         ("@SUM(1)", "'@SUM(1)"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+                                         ("alice", "alice"), ("-2", "-2"),
                                          ("14", "14"), ("1.5e+12", "1.5e+12")])
 def test_csv_cells_a_spreadsheet_would_run_are_escaped(text, shown):
     from course_tools.grading.results import csv_cell

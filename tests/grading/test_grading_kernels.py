@@ -33,7 +33,8 @@ from course_tools.paths import NOTEBOOKS
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
 LESSON = "03_simt_programming_model"
 FULL = 27.0
-CONSTANTS = {"P": 32, "WINDOW": 34, "T": 4, "R": 128, "S": 64, "K": 5, "C": 32, "TILE_LEN": 36, "D": 3, "B": 8, "TILE": 32, "PADDED": 33}
+CONSTANTS = {"P": 32, "WINDOW": 34, "T": 4, "R": 128, "S": 64, "K": 5, "C": 32, "TILE_LEN": 36, "D": 3, "B": 8,
+             "TILE": 32, "PADDED": 33}
 
 
 def _solutions(lesson: str) -> dict:
@@ -98,7 +99,8 @@ REFUSED = {
     "raise": ("raise ValueError('negative')", "uses `raise`"),
     "the release's stub": ("# YOUR CODE HERE\nraise NotImplementedError()",
                            "is not answered yet: write it where it says # YOUR CODE HERE"),
-    "a stub left in": ("out[0] = 1.0\nif x.size > 0:\n    x[0] = 1.0\nraise NotImplementedError", "is not answered yet"),
+    "a stub left in": ("out[0] = 1.0\nif x.size > 0:\n    x[0] = 1.0\nraise NotImplementedError",
+                       "is not answered yet"),
     "yield": ("yield 1", "uses `yield`"),
     "await": ("await x", "uses `await`"),
     "comprehension": ("out[0] = sum([v for v in range(3)])", "a comprehension"),

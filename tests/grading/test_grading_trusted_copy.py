@@ -157,7 +157,8 @@ def test_the_student_version_comes_from_the_source_whatever_the_gradebook_knows(
         released.parent.mkdir(parents=True)
         nbformat.write(reference, str(released))
         blank = student_version(course, LESSON)
-        assert "raise NotImplementedError()" in _solution_sources(blank) and "BEGIN SOLUTION" not in _solution_sources(blank)
+        blank_solutions = _solution_sources(blank)
+        assert "raise NotImplementedError()" in blank_solutions and "BEGIN SOLUTION" not in blank_solutions
         assert nbformat.read(str(released), as_version=4) == reference
 
 

@@ -82,7 +82,8 @@ def test_a_course_lib_class_that_is_no_dataclass_or_not_imported_is_refused():
     sys.modules[alias.__name__] = alias
     try:
         with pytest.raises(ValueError, match="no dataclass"):
-            wire.decode(_tampered(EpochRecord(1, 0.5, 2.0, 10), lambda t: t.update(cls="course_lib.alias_for_test:Record")))
+            wire.decode(_tampered(EpochRecord(1, 0.5, 2.0, 10),
+                                  lambda t: t.update(cls="course_lib.alias_for_test:Record")))
     finally:
         del sys.modules[alias.__name__]
 
@@ -108,7 +109,8 @@ def test_a_field_value_must_be_plain_data_both_ways():
     with pytest.raises(wire.NotPlain, match="function"):
         wire.encode(MemorySplit(1, 2, 3, 4, optimizer=lambda: "adam"))
     with pytest.raises(ValueError, match="malformed"):
-        wire.decode(_tampered(EpochRecord(1, 0.5, 2.0, 10), lambda t: t["v"][1].__setitem__(1, {"$": "pickle", "v": ""})))
+        wire.decode(_tampered(EpochRecord(1, 0.5, 2.0, 10),
+                              lambda t: t["v"][1].__setitem__(1, {"$": "pickle", "v": ""})))
 
 
 def test_dataclasses_that_their_fields_do_not_rebuild_are_refused():
@@ -116,7 +118,8 @@ def test_dataclasses_that_their_fields_do_not_rebuild_are_refused():
     sys.modules[module.__name__] = module
     try:
         exec("import dataclasses\n"                                          # noqa: S102 - test classes
-             "@dataclasses.dataclass\nclass Derived:\n    x: int\n    y: int = dataclasses.field(init=False, default=0)\n"
+             "@dataclasses.dataclass\nclass Derived:\n"
+             "    x: int\n    y: int = dataclasses.field(init=False, default=0)\n"
              "@dataclasses.dataclass\nclass WithInitVar:\n    x: int\n    scale: dataclasses.InitVar[int] = 1\n"
              "@dataclasses.dataclass\nclass Plain:\n    x: int\n"
              "class Subclass(Plain):\n    pass\n", module.__dict__)

@@ -381,7 +381,8 @@ def test_a_lecture_kernel_under_other_names_is_refused():
 
     kernel = triton_kernels.relu_kernel
     source = textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))   # JIT or interpreted function
-    names = sorted({n for n in re.findall(r"\b[a-z_]+\b", source.split("):", 1)[0].split("(", 1)[1])} - {"tl", "constexpr"})
+    parameters = source.split("):", 1)[0].split("(", 1)[1]
+    names = sorted(set(re.findall(r"\b[a-z_]+\b", parameters)) - {"tl", "constexpr"})
     renamed = source.replace("def relu_kernel", "def my_relu")
     for n in names:
         renamed = re.sub(rf"\b{n}\b", f"{n}_mine", renamed)

@@ -88,7 +88,8 @@ def test_a_failed_check_in_a_notebook_shows_its_message_first_and_no_library_fra
     assert other["ename"] == "ZeroDivisionError" and len(other["traceback"]) > 2
     stub = nb.cells[4].outputs[-1]    # the release's stub reached: one line saying so, then the test's line
     assert stub["traceback"] == [("NotAnswered: triple is not answered yet: write it where it says # YOUR CODE HERE, "
-                                  "then run that cell again"), "  your cell, line 1: check_equal('triple(3)', triple(3), 9)"]
+                                  "then run that cell again"),
+                                 "  your cell, line 1: check_equal('triple(3)', triple(3), 9)"]
     library = nb.cells[5].outputs[-1]   # a library's NotImplementedError is not the student's stub
     assert library["ename"] == "NotImplementedError" and len(library["traceback"]) > 2
 

@@ -198,7 +198,8 @@ def test_gpu_whose_probe_kernel_fails_falls_back_to_the_simulator():
     reason = next(line for line in out.splitlines() if line.startswith("REASON "))
     assert "probe kernel failed" in reason and "numba-cuda" in reason
     assert "SUM 10.0" in out
-    assert "kernels Numba CUDA: simulator, because a one-thread probe kernel failed" in out and reason[len("REASON "):] in out.split("SUM")[1]
+    assert "kernels Numba CUDA: simulator, because a one-thread probe kernel failed" in out
+    assert reason[len("REASON "):] in out.split("SUM")[1]
 
 
 def test_spec_for_finds_the_cited_row_of_a_gpu_by_its_torch_name():

@@ -280,7 +280,8 @@ def test_graded_sharded_step_is_judged_by_the_checker(graded):
         assert o.status == "graded", (student, o.reason)
         assert {gid: o.cells[gid] for gid in STEP_CELLS} == {gid: 0.0 for gid in STEP_CELLS}, (student, o.cells)
         assert o.score == honest.score - STEP_POINTS, (student, o.score, o.cells)
-    errors = {student: "\n".join(out.get("evalue", "") for out in _cell(graded["graded"][student], "ex4_visible").outputs
+    errors = {student: "\n".join(out.get("evalue", "")
+                                 for out in _cell(graded["graded"][student], "ex4_visible").outputs
                                  if out.output_type == "error") for student in ATTACKS}
     assert "a largest difference below 1e-12" in errors["patch_judge"], errors
     assert "sent back malformed data (not the dict" in errors["forge_result"], errors

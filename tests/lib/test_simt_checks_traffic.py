@@ -158,7 +158,8 @@ def test_sequential_addressing_keeps_warps_together_and_interleaved_splits_them(
 
 
 def test_inputs_must_come_back_unchanged():
-    source = SOURCES["ex7_naive"].replace("out[col, row] = a[row, col]", "out[col, row] = a[row, col]\n        a[row, col] = 0.0")
+    source = SOURCES["ex7_naive"].replace("out[col, row] = a[row, col]",
+                                          "out[col, row] = a[row, col]\n        a[row, col] = 0.0")
     bad = lessons.build("03", source, "transpose_naive_kernel", "<test traffic writes input>")
     with pytest.raises(CheckFailed, match="changed its input `a`"):
         transpose(bad)

@@ -78,7 +78,8 @@ def _as_a_student(folder):
     retried = []
     for _, answer, test, expected in RETRIED[folder.name]:
         nb.cells.append(nbformat.v4.new_code_cell(answer))
-        retried.append(nbformat.v4.new_code_cell(cell(nb, test).source, metadata={"retried": test, "expected": expected}))
+        retried.append(nbformat.v4.new_code_cell(cell(nb, test).source,
+                                                 metadata={"retried": test, "expected": expected}))
         nb.cells.append(retried[-1])
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(folder)}}).execute()

@@ -70,7 +70,8 @@ FIT_CHECK = """() => {
   const texts = document.createTreeWalker(section, NodeFilter.SHOW_TEXT);
   for (let node = texts.nextNode(); node; node = texts.nextNode()) {
     const el = node.parentElement;
-    if (!node.textContent.trim() || el.closest('details:not([open]) > :not(summary)') || el.closest('aside.notes')) continue;
+    if (!node.textContent.trim() || el.closest('details:not([open]) > :not(summary)') || el.closest('aside.notes'))
+      continue;
     const range = document.createRange();
     range.selectNodeContents(node);
     for (const line of range.getClientRects())

@@ -197,9 +197,10 @@ from jupyterlab_server.config import get_page_config
 app = ServerApp()
 app.initialize(argv=[], find_extensions=True, new_httpserver=False)
 lab = app.extension_manager.extension_apps["jupyterlab"].pop()
+page_config = get_page_config(jupyter_path("labextensions"), app_settings_dir=None)
 print(json.dumps({"extensions": sorted(n for n, e in app.extension_manager.extensions.items() if e.enabled),
                   "news_url": lab.news_url, "update_check": lab.check_for_updates_class.__name__,
-                  "disabled": get_page_config(jupyter_path("labextensions"), app_settings_dir=None)["disabledExtensions"]}))
+                  "disabled": page_config["disabledExtensions"]}))
 """
 
 
@@ -212,7 +213,8 @@ def test_lab_turns_off_the_news_popup_and_the_formgrader_as_the_hub_does(tmp_pat
     assert done.returncode == 0, done.stderr[-2000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert "jupyterlab" in seen["extensions"] and "nbgrader.server_extensions.assignment_list" in seen["extensions"]
-    assert not {"nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"} & set(seen["extensions"])
+    instructor_tools = {"nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list"}
+    assert not instructor_tools & set(seen["extensions"])
     assert (seen["news_url"], seen["update_check"]) == ("", "NeverCheckForUpdate")
     assert {"@jupyterlab/apputils-extension:announcements", "@jupyter/nbgrader:formgrader",
             "@jupyter/nbgrader:create-assignment", "@jupyter/nbgrader:course-list"} <= set(seen["disabled"])

@@ -233,6 +233,7 @@ def test_two_students_on_one_account_submit_as_themselves(tmp_path, monkeypatch)
         nbgrader("submit", "a1", cwd=home, env=env)
     inbound = sorted(p.name.split("+")[0] for p in (exchange / "gpu-course" / "inbound").iterdir())
     assert inbound == students, inbound
-    listed = nbgrader("list", "--inbound", cwd=tmp_path / "homes" / students[0],
-                      env={**os.environ, **_student_environment(students[0]), "HOME": str(tmp_path / "homes" / students[0])})
+    home = tmp_path / "homes" / students[0]
+    listed = nbgrader("list", "--inbound", cwd=home,
+                      env={**os.environ, **_student_environment(students[0]), "HOME": str(home)})
     assert students[0] in listed and students[1] not in listed, listed

@@ -12,7 +12,8 @@ ROW = re.compile(r"^\| (\d\d) \|.*\| (\d+)(?: cells)?, (\d+(?:\.\d+)?) \|$", re.
 
 def graded(lesson) -> tuple[int, float]:
     """(solution cells, points of the graded cells) of a lesson's exercises.ipynb."""
-    cells = [c.get("metadata", {}).get("nbgrader", {}) for c in json.loads((lesson / "exercises.ipynb").read_text())["cells"]]
+    notebook = json.loads((lesson / "exercises.ipynb").read_text())
+    cells = [c.get("metadata", {}).get("nbgrader", {}) for c in notebook["cells"]]
     return sum(bool(m.get("solution")) for m in cells), sum(m.get("points", 0) for m in cells if m.get("grade"))
 
 

@@ -193,7 +193,7 @@ def install(ns: dict, kinds: dict, channel: Channel, wire, kernel_source) -> Non
                 ns[name] = Missing(name, "malformed data")
         elif kind == "notplain":
             ns[name] = Missing(name, str(value)[:200])
-        elif kind != "kernel":
+        elif kind != "gpu_kernel":
             ns.pop(name, None)
     for name, built in kernel_source.Builder(kinds, ns, wire.decode).all().items():
         if isinstance(built, kernel_source.Refused):

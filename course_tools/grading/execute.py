@@ -1,7 +1,7 @@
 """Step 5 of grading: run one submission. The student's cells run in the sandboxed kernel; every
 test cell is judged by the trusted checker (``plan`` refuses a lesson whose reference solution
 misses a point there, so there is no other judge): the student's names reach it only as plain
-data, as proxy calls (``wire``), or, for Numba CUDA and Triton kernels, as source that the
+data, as proxy calls (``wire``), or, for GPU kernels (Numba CUDA, Triton), as source that the
 checker checks and compiles itself (``kernel_source``, ``triton_source``). The visible part of a
 test cell runs in notebook order; the hidden part runs after the whole notebook, so hidden
 arguments reach the student's kernel only when nothing it prints can reach the feedback any more

@@ -19,13 +19,15 @@ This module is also sent, as source, into the student's kernel (see :data:`KERNE
 where it runs under the student's control: the trust lies only in :func:`decode` on the
 checker's side. Sizes are bytes.
 
-The student's names are described by ``_course_names`` (in the kernel) as ``[kind, payload]``:
-``value`` (encoded data), ``callable`` (the function's source text when it is a plain function
-defined in the notebook, else None; the checker calls it through a proxy), ``kernel`` (a Numba
-CUDA kernel or device function: ``{"source", "device", "deps"}``, its source text from
-``py_func`` with the decorator lines, whether it is a device function, and the student's names
-it uses that are kernels or numbers, in the same form; ``kernel_source`` checks and rebuilds it
-in the checker), ``notplain`` (why it cannot cross) or ``missing``. A call of a student's
+"Kernel" alone here means the student's Jupyter kernel; a GPU kernel is always called one. The
+student's names are described by ``_course_names`` (in the student's kernel) as ``[kind,
+payload]``: ``value`` (encoded data), ``callable`` (the function's source text when it is a plain
+function defined in the notebook, else None; the checker calls it through a proxy),
+``gpu_kernel`` (a Numba CUDA kernel or device function: ``{"source", "device", "deps"}``, its
+source text from ``py_func`` with the decorator lines, whether it is a device function, and the
+student's names it uses that are GPU kernels or numbers, in the same form; a Triton kernel:
+``{"source", "device": False, "lang": "triton"}``; ``kernel_source`` checks and rebuilds it in
+the checker), ``notplain`` (why it cannot cross) or ``missing``. A call of a student's
 function (``_course_call``) answers its value, or the error it raised; an error raised by the
 release's stub (``raise NotImplementedError()`` as the innermost line, in a notebook cell) also
 names that function (``unanswered``), which the checker reports as not answered yet.
@@ -369,7 +371,7 @@ def _course_jit(obj):
         device = (getattr(obj, "targetoptions", None) or {}).get("device")
     return {"source": _course_source(fn), "device": bool(device)}
 
-def _course_kernel(ns, payload):
+def _course_gpu_kernel(ns, payload):
     import ast as _ast
     deps, todo = {}, [payload["source"]]
     while todo and len(deps) < 64:
@@ -382,7 +384,7 @@ def _course_kernel(ns, payload):
                 continue
             value, jit = ns[name], _course_jit(ns[name])
             if jit is not None:
-                deps[name] = ["kernel", jit]
+                deps[name] = ["gpu_kernel", jit]
                 todo.append(jit["source"])
             elif type(value) in (bool, int, float, tuple):
                 try:
@@ -400,7 +402,7 @@ def _course_names(token, names):
         if name not in ns:
             kinds[name] = ["missing", None]
         elif jit is not None:
-            kinds[name] = ["kernel", _course_kernel(ns, jit)]
+            kinds[name] = ["gpu_kernel", _course_gpu_kernel(ns, jit)]
         elif callable(ns[name]):
             fn = ns[name]
             mine = _inspect.isfunction(fn) and getattr(fn, "__module__", None) == "__main__"

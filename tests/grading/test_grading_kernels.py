@@ -159,7 +159,7 @@ def _payload(source: str, device: bool = False, deps=None) -> dict:
 def test_reference_kernels_rebuilt_give_their_results_and_counts():
     """Built as the checker builds them (constants from its namespace), run by the course's
     counting launch: axpy reads 2 values and writes 1 per element."""
-    kinds = {n: ["kernel", _payload(REFERENCE[n])] for n in ("axpy_kernel", "pool3_kernel")}
+    kinds = {n: ["gpu_kernel", _payload(REFERENCE[n])] for n in ("axpy_kernel", "pool3_kernel")}
     built = Builder(kinds, dict(CONSTANTS), wire.decode).all()
     assert kernel_source.rebuilt(built["axpy_kernel"])
     x, y = np.random.default_rng(1).random((2, 100))
@@ -190,7 +190,7 @@ def axpy_kernel(alpha, x, y, out):
 
 
 def test_plausible_student_styles_pass_and_run():
-    built = Builder({"axpy_kernel": ["kernel", _payload(STUDENT_STYLE)]}, {}, wire.decode).all()
+    built = Builder({"axpy_kernel": ["gpu_kernel", _payload(STUDENT_STYLE)]}, {}, wire.decode).all()
     x, y = np.random.default_rng(3).random((2, 50))
     out, counts = kernels.launch(built["axpy_kernel"], 2, 16, (2.0, x, y, np.zeros(50)), count=True)
     assert np.allclose(out, 2.0 * x + y) and counts.total("global_writes") == 50
@@ -204,9 +204,9 @@ CALLER = ("@cuda.jit\ndef scale_kernel(x, out):\n    i = cuda.grid(1)\n    if i 
 def test_a_kernel_may_call_its_device_functions_and_setup_constants_win():
     """The device function and the constants arrive as the kernel's dependencies; the
     checker's own SCALE wins over the student's copy of it."""
-    deps = {"twice": ["kernel", {"source": DEVICE, "device": True}], "OFFSET": ["value", wire.encode(1.0)],
+    deps = {"twice": ["gpu_kernel", {"source": DEVICE, "device": True}], "OFFSET": ["value", wire.encode(1.0)],
             "SCALE": ["value", wire.encode(100.0)]}
-    built = Builder({"scale_kernel": ["kernel", _payload(CALLER, deps=deps)]}, {"SCALE": 3.0}, wire.decode).all()
+    built = Builder({"scale_kernel": ["gpu_kernel", _payload(CALLER, deps=deps)]}, {"SCALE": 3.0}, wire.decode).all()
     x = np.arange(5.0)
     out = kernels.launch(built["scale_kernel"], 1, 8, (x, np.zeros(5)))
     assert np.allclose(out, (2 * x + 1.0) * 3.0)
@@ -216,17 +216,17 @@ def test_a_kernel_may_call_its_device_functions_and_setup_constants_win():
     ({"run": print}, {}, "uses `run` (a builtin_function_or_method)"),
     ({}, {}, "uses `SCALE`, which the grader does not know"),
     ({"SCALE": np.zeros(3)}, {}, "uses `SCALE` (a ndarray)"),
-    ({"SCALE": 1.0}, {"twice": ["kernel", {"source": DEVICE.replace("(device=True)", ""), "device": False}],
+    ({"SCALE": 1.0}, {"twice": ["gpu_kernel", {"source": DEVICE.replace("(device=True)", ""), "device": False}],
                       "OFFSET": ["value", wire.encode(1.0)]}, "calls `twice`, a kernel"),
     ({"SCALE": 1.0, "twice": print}, {}, "calls `twice`, which a kernel may not"),
-    ({"SCALE": 1.0}, {"twice": ["kernel", {"source": DEVICE.replace("v + OFFSET", "twice(v)"), "device": True}]},
+    ({"SCALE": 1.0}, {"twice": ["gpu_kernel", {"source": DEVICE.replace("v + OFFSET", "twice(v)"), "device": True}]},
      "twice -> twice: a kernel may not call itself"),
 ])
 def test_names_from_outside_must_be_numbers_or_checked_device_functions(held, deps, reason):
     kernel = CALLER if "twice" in deps or "twice" in held else CALLER.replace("twice(x[i])", "x[i]")
     if "run" in held:
         kernel = kernel.replace("SCALE", "run")
-    built = Builder({"scale_kernel": ["kernel", _payload(kernel, deps=deps)]}, held, wire.decode).all()
+    built = Builder({"scale_kernel": ["gpu_kernel", _payload(kernel, deps=deps)]}, held, wire.decode).all()
     assert isinstance(built["scale_kernel"], Refused)
     assert reason in str(built["scale_kernel"]), str(built["scale_kernel"])
 
@@ -315,8 +315,8 @@ def test_kernels_and_notebook_functions_cross_with_their_source():
     assert kinds["blocks_needed"] == ["callable", "def blocks_needed(n, k):\n    return (n + k - 1) // k\n"]
     assert kinds["builtin"] == ["callable", None] and kinds["nothing"] == ["missing", None]
     kind, payload = kinds["scale_kernel"]
-    assert kind == "kernel" and payload["source"] == CALLER and payload["device"] is False
-    assert payload["deps"]["twice"] == ["kernel", {"source": DEVICE, "device": True}]
+    assert kind == "gpu_kernel" and payload["source"] == CALLER and payload["device"] is False
+    assert payload["deps"]["twice"] == ["gpu_kernel", {"source": DEVICE, "device": True}]
     assert wire.decode(payload["deps"]["OFFSET"][1]) == 1.0
     ns = {"SCALE": 3.0}
     checker.install(ns, kinds, channel=None, wire=wire, kernel_source=kernel_source)
@@ -328,7 +328,7 @@ def test_kernels_and_notebook_functions_cross_with_their_source():
 
 def test_a_refused_kernel_fails_every_use_with_its_reason():
     ns = {}
-    kinds = {"axpy_kernel": ["kernel", _payload(ATTACK_IMPORT.replace("block_scan_kernel", "axpy_kernel"))]}
+    kinds = {"axpy_kernel": ["gpu_kernel", _payload(ATTACK_IMPORT.replace("block_scan_kernel", "axpy_kernel"))]}
     checker.install(ns, kinds, channel=None, wire=wire, kernel_source=kernel_source)
     for use in (lambda k: k[1, 32], lambda k: k.py_func, lambda k: k(1), lambda k: kernels.launch(k, 1, 1, (1,))):
         with pytest.raises(checker.StudentError, match="axpy_kernel uses `import`, which a kernel may not"):

@@ -46,7 +46,7 @@ REFERENCE = {re.search(r"def (\w+)\(", code).group(1): code for code in SOLUTION
 
 
 def _payload(source: str) -> list:
-    return ["kernel", {"source": source, "device": False, "lang": "triton", "deps": {}}]
+    return ["gpu_kernel", {"source": source, "device": False, "lang": "triton", "deps": {}}]
 
 
 def _build(sources: dict, held: dict | None = None) -> dict:
@@ -179,7 +179,7 @@ def test_triton_kernels_cross_the_wire_as_source():
         helpers["_course_names"]("@tok:", ["student_kernel"])
     kinds = json.loads(base64.b64decode(printed[-1][len("@tok:"):]))
     kind, payload = kinds["student_kernel"]
-    assert kind == "kernel" and payload["lang"] == "triton" and payload["source"].startswith("@triton.jit")
+    assert kind == "gpu_kernel" and payload["lang"] == "triton" and payload["source"].startswith("@triton.jit")
     assert wire.decode(payload["deps"]["SCALE"][1]) == 2.0
     ns = {}
     checker.install(ns, kinds, channel=None, wire=wire, kernel_source=kernel_source)

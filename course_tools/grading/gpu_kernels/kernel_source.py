@@ -64,10 +64,10 @@ class Builder:
         self.building: list[str] = []
 
     def all(self) -> dict:
-        """{name: rebuilt kernel, or Refused} for every name of kind ``kernel``."""
+        """{name: rebuilt kernel, or Refused} for every name of kind ``gpu_kernel``."""
         out = {}
         for name, (kind, payload) in self.kinds.items():
-            if kind == "kernel":
+            if kind == "gpu_kernel":
                 try:
                     out[name] = self.kernel(name, payload, {})
                 except Refused as exc:
@@ -108,13 +108,13 @@ class Builder:
         where = f"{checked.name} uses `{name}`"
         if name in self.kinds:
             kind, payload = self.kinds[name]
-            value = (self.kernel(name, payload, deps) if kind == "kernel" else
+            value = (self.kernel(name, payload, deps) if kind == "gpu_kernel" else
                      self._value(payload, where) if kind == "value" else self._refuse(where, "a function of yours"))
         elif name in self.held:
             value = self.held[name]
         elif name in deps and isinstance(deps[name], list) and len(deps[name]) == 2:
             kind, payload = deps[name]
-            value = (self.kernel(name, payload, deps) if kind == "kernel" else
+            value = (self.kernel(name, payload, deps) if kind == "gpu_kernel" else
                      self._value(payload, where) if kind == "value" else self._refuse(where, "not gradable"))
         else:
             raise Refused(f"{where}, which the grader does not know: {RULE}")

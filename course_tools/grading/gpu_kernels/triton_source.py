@@ -374,7 +374,7 @@ def _resolve(builder, checked: Checked, name: str, called: bool, deps: dict):
         entry = deps[name]
     if entry is not None:
         kind, payload = entry
-        if kind == "kernel" and isinstance(payload, dict) and payload.get("lang") == "triton":
+        if kind == "gpu_kernel" and isinstance(payload, dict) and payload.get("lang") == "triton":
             value = rebuild(builder, name, payload, deps)
         elif kind == "value":
             try:
@@ -382,7 +382,7 @@ def _resolve(builder, checked: Checked, name: str, called: bool, deps: dict):
             except (ValueError, TypeError, RecursionError):
                 raise Refused(f"{where} (malformed data): {RULE}") from None
         else:
-            raise Refused(f"{where} ({'a CUDA kernel' if kind == 'kernel' else 'a function of yours'}), "
+            raise Refused(f"{where} ({'a CUDA kernel' if kind == 'gpu_kernel' else 'a function of yours'}), "
                           f"which a Triton kernel may not: {RULE}")
     elif name in builder.held:
         value = builder.held[name]

@@ -103,11 +103,6 @@ def triton_mode() -> str:
     return prepare()[0]
 
 
-def triton_reason() -> str:
-    """Why :func:`triton_mode` is what it is, in one line."""
-    return prepare()[1]
-
-
 class OutOfBounds(CheckFailed, IndexError):
     """A load or store whose address lies outside every tensor the kernel was given."""
 

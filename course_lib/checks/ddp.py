@@ -104,9 +104,8 @@ def reference_step_params(world: int, micro: int, lr: float, steps: int, seed: i
     """What :func:`step_worker` must produce: one process, SGD on the whole batch of the
     problem drawn from ``seed`` (:func:`_step_problem`).
 
-    The update is written out rather than taken from ``torch.optim``: a first
-    ``optimizer.step()`` imports ``torch._dynamo``, which rebinds ``torch.manual_seed``, and
-    the sandboxed grader would take that for tampering."""
+    The update (``p -= lr * p.grad``) is written out rather than taken from ``torch.optim``, as
+    the module says: the check holds plain SGD, not the exercise's answer."""
     model, X, y = _step_problem(world, micro, seed)
     for _ in range(steps):
         model.zero_grad()

@@ -65,7 +65,7 @@ from .rendezvous import (  # noqa: F401 - also launch's names
     init_process_group,
     workers_store,
 )
-from .worker import COLLECTIVES, GROUP_COLLECTIVES, RESULT, Job, block_collectives  # noqa: F401 - also launch's names
+from .worker import RESULT, Job
 from .worker import keep_workers_out as _keep_workers_out
 
 

@@ -37,14 +37,16 @@ Modules: :mod:`~course_lib.simt.kernel_source` (the kernel's syntax tree), :mod:
 :mod:`~course_lib.simt.values`, :mod:`~course_lib.simt.statements`, :mod:`~course_lib.simt.expressions`,
 :mod:`~course_lib.simt.elements`, :mod:`~course_lib.simt.calls`, :mod:`~course_lib.simt.intrinsics`,
 :mod:`~course_lib.simt.atomics` and :mod:`~course_lib.simt.shuffles`), :mod:`~course_lib.simt.launch`
-(blocks, barriers, schedules; :func:`run`), :mod:`~course_lib.simt.races` (the race detector),
+(blocks, barriers, schedules; :func:`run`), :mod:`~course_lib.simt.barriers` (every running thread of a
+block at the same ``syncthreads``), :mod:`~course_lib.simt.races` (the race detector),
 :mod:`~course_lib.simt.traffic` (the traffic model), :mod:`~course_lib.simt.occupancy` and
 :mod:`~course_lib.simt.prediction` (occupancy and a roofline time on named GPUs).
 """
 from . import occupancy
+from .barriers import DivergentBarrier
 from .launch import SCHEDULES, Result, Schedule, count_accesses, run
 from .prediction import GPUS, Prediction, predict
 from .values import Unsupported
 
-__all__ = ["GPUS", "SCHEDULES", "Prediction", "Result", "Schedule", "Unsupported", "count_accesses", "occupancy",
-           "predict", "run"]
+__all__ = ["GPUS", "SCHEDULES", "DivergentBarrier", "Prediction", "Result", "Schedule", "Unsupported",
+           "count_accesses", "occupancy", "predict", "run"]

@@ -2,7 +2,9 @@
 the schedule, and what comes back (results in place, access counts, races, traffic).
 
 A block's warps run one at a time up to the next ``cuda.syncthreads()`` (or to the end), in the order
-the schedule gives, and the block goes on once every warp still running has reached the barrier.
+the schedule gives, and the block goes on once every warp still running has reached the barrier;
+every thread that has not exited must wait at that same barrier, else a DivergentBarrier
+(:mod:`course_lib.simt.barriers`: undefined behaviour on a GPU).
 Blocks run one after the other, also in schedule order. Schedules: ``'in_order'`` (warps and blocks
 in index order; where several lanes of one instruction store to one slot the last lane wins),
 ``'reversed'`` (everything backwards, the first lane wins), ``'random'`` (a fresh random order of
@@ -24,6 +26,7 @@ import numpy as np
 
 from ..access_counts import ACCESS_KINDS, AccessCounts, SharedMemoryRace
 from . import memory
+from .barriers import Arrival, check_arrivals
 from .kernel_source import kernel_source
 from .races import ATOMIC, READ, WRITE, RaceLog
 from .traffic import Traffic
@@ -238,6 +241,8 @@ class Launch:
                 except StopIteration:
                     continue
                 arrived.append(w)
+            check_arrivals(index, n, [Arrival(warps[w], vote[3], vote[2], warps[w].exists & ~warps[w].frame.returned)
+                                   for w, vote in zip(arrived, votes)], self.thread_index)
             reply = _vote(votes)
             pending = sorted(arrived)
         self._finish_block(block, warps)
@@ -256,11 +261,11 @@ class Launch:
 
 def _vote(votes: list):
     """The value ``cuda.syncthreads_count/and/or`` returns to every thread (None for syncthreads)."""
-    ops = {op for op, _, _ in votes}
+    ops = {vote[0] for vote in votes}
     if not votes or ops == {"syncthreads"}:
         return None
     op = (ops - {"syncthreads"}).pop()
-    preds = [(p, m) for o, p, m in votes if p is not None]
+    preds = [(p, m) for _, p, m, _ in votes if p is not None]
     if op == "syncthreads_count":
         return int(sum(int(p.sum()) for p, _ in preds))
     if op == "syncthreads_and":
@@ -283,7 +288,9 @@ def run(kernel, grid, block, *args, schedule: str = "in_order", seed: int = 0, t
     array arguments are global memory and are updated in place, as after a launch. An index outside
     an array raises IndexError. With ``races='raise'`` a shared-memory race raises
     :class:`course_lib.access_counts.SharedMemoryRace` (as :func:`course_lib.access_counts.count_accesses`
-    does); with ``'record'`` races are only listed. ``traffic=False`` skips the traffic model.
+    does); with ``'record'`` races are only listed. A ``cuda.syncthreads()`` that some of a block's
+    running threads reach and others do not raises :class:`~course_lib.simt.barriers.DivergentBarrier`
+    (whatever ``races`` says). ``traffic=False`` skips the traffic model.
     """
     if races not in ("raise", "record"):
         raise ValueError("races must be 'raise' or 'record'")

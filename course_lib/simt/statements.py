@@ -196,7 +196,7 @@ class Statements:
             p = truth(self.eval(call.args[0], m))
             pred = (_broadcast(p) & m)
         self.intervals[m] += 1
-        result = yield (op, pred, m)
+        result = yield (op, pred, m, stmt)
         if isinstance(stmt, ast.Assign):
             for target in stmt.targets:
                 self.assign(target, result, m)

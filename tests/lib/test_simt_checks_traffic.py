@@ -163,3 +163,20 @@ def test_inputs_must_come_back_unchanged():
     bad = lessons.build("03", source, "transpose_naive_kernel", "<test traffic writes input>")
     with pytest.raises(CheckFailed, match="changed its input `a`"):
         transpose(bad)
+
+
+def test_a_barrier_only_part_of_a_block_reaches_fails_in_one_line():
+    """Issue 37: the tree reduction with its cuda.syncthreads() inside `if t < half` computes the right sum
+    in the engine and in Numba's simulator, but is undefined behaviour on a GPU: the check fails in one
+    line naming the barrier's line and how many of the block's running threads reached it."""
+    old = "products[t] += products[t + half]\n        cuda.syncthreads()\n"
+    assert SOURCES["ex4_dot"].count(old) == 1
+    source = SOURCES["ex4_dot"].replace(old, "products[t] += products[t + half]\n            cuda.syncthreads()\n")
+    bad = lessons.build("03", source, "dot_kernel", "<test traffic barrier in a branch>")
+    x, y = np.random.default_rng(5).random((2, 300))
+    with pytest.raises(CheckFailed, match=r"^dot_kernel: expected every running thread of a block at each "
+                       r"cuda\.syncthreads\(\), got: barrier reached by part of block \(0\): the "
+                       r"`cuda\.syncthreads\(\)` at line \d+ of dot_kernel was reached by 16 of the block's 32 "
+                       r"running threads \(the other 96 of its 128 have exited\)") as info:
+        launch_traffic(bad, 3, 128, (x, y, np.zeros(3)))
+    assert "\n" not in str(info.value)

@@ -1,6 +1,7 @@
 """course_lib.simt: warps run under an active mask through branches, loops and early returns;
 barriers, shared memory fresh per block and poisoned, local arrays, atomics, warp shuffles and
-votes; schedules; the race detector catches a missing syncthreads under every schedule. Small
+votes; schedules; the race detector catches a missing syncthreads under every schedule, and a
+syncthreads that only part of a block's running threads reach is an error. Small
 kernels with answers computed by NumPy."""
 import numpy as np
 import pytest
@@ -360,6 +361,119 @@ def test_syncthreads_count_votes_across_warps():
     out = np.zeros(2, dtype=np.int64)
     simt.run(count_positive, 2, 64, x, out)
     np.testing.assert_array_equal(out, (x.reshape(2, 64) > 0).sum(axis=1))
+
+
+@cuda.jit
+def halving_sum(x, out, sync_in_branch):
+    """Block sums by halving; with ``sync_in_branch`` the barrier sits inside ``if t < step``."""
+    buf = cuda.shared.array(64, float64)
+    t = cuda.threadIdx.x
+    i = cuda.grid(1)
+    buf[t] = x[i] if i < x.size else 0.0
+    cuda.syncthreads()
+    step = cuda.blockDim.x // 2
+    while step > 0:
+        if t < step:
+            buf[t] += buf[t + step]
+            if sync_in_branch:
+                cuda.syncthreads()
+        if not sync_in_branch:
+            cuda.syncthreads()
+        step //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = buf[0]
+
+
+@cuda.jit
+def sync_in_if_and_else(x, out):
+    """Two barriers, one for each side of a branch that splits the block between warps."""
+    buf = cuda.shared.array(64, float64)
+    t = cuda.threadIdx.x
+    buf[t] = x[t]
+    if t < 32:
+        cuda.syncthreads()
+    else:
+        cuda.syncthreads()
+    out[t] = buf[63 - t]
+
+
+@cuda.jit
+def count_in_branch(x, out):
+    t = cuda.threadIdx.x
+    if x[t] > 0.0:
+        n = cuda.syncthreads_count(x[t] > 0.5)
+        out[t] = n
+
+
+@cuda.jit
+def reverse_after_return(x, out):
+    """Threads past the end of x return before the barrier; the others reverse x through shared memory."""
+    buf = cuda.shared.array(96, float64)
+    t = cuda.threadIdx.x
+    if t >= x.size:
+        return
+    buf[t] = x[t]
+    cuda.syncthreads()
+    out[t] = buf[x.size - 1 - t]
+
+
+@cuda.jit
+def idle_threads_sync(x, out):
+    """Only the first 8 threads of a block of 64 work, but every thread reaches both barriers."""
+    buf = cuda.shared.array(8, float64)
+    t = cuda.threadIdx.x
+    if t < 8:
+        buf[t] = x[t]
+    cuda.syncthreads()
+    if t < 8:
+        v = buf[7 - t]
+    cuda.syncthreads()
+    if t < 8:
+        out[t] = v
+
+
+@pytest.mark.parametrize("schedule", simt.SCHEDULES)
+def test_a_barrier_in_a_branch_some_threads_skip_is_an_error(schedule):
+    """Issue 37: a cuda.syncthreads() inside `if t < step` is reached by part of the block's threads:
+    undefined behaviour on a GPU (it can hang or let threads through early), the right answer in
+    Numba's simulator; the engine names the line and how many threads reached it. At step 32 the
+    upper warp skips the branch at every step and runs to its end: exited, it is not waited for;
+    at step 16 the lower warp splits."""
+    x = rng.random(64)
+    line = halving_sum.py_func.__code__.co_firstlineno + 13    # the decorator's line + 13
+    with pytest.raises(simt.DivergentBarrier, match=rf"the `cuda.syncthreads\(\)` at line {line} of halving_sum was "
+                       r"reached by 16 of the block's 32 running threads \(the other 32 of its 64 have exited\); "
+                       r"16 took a path that skips it \(thread \(16\) is one\)\. On a GPU .* undefined behaviour "
+                       r"\(the block can hang"):
+        simt.run(halving_sum, 1, 64, x, np.zeros(1), True, schedule=schedule, seed=2)
+    # within one warp too (a block of 16: lanes 8-15 skip it), and whatever races= says
+    with pytest.raises(simt.DivergentBarrier, match="reached by 8 of the block's 16 running threads"):
+        simt.run(halving_sum, 1, 16, x, np.zeros(1), True, schedule=schedule, races="record")
+    out = np.zeros(2)
+    simt.run(halving_sum, 2, 64, rng.random(100), out, False, schedule=schedule, seed=2)   # the barrier outside
+
+
+def test_two_barriers_on_the_two_sides_of_a_branch_are_an_error():
+    with pytest.raises(simt.DivergentBarrier, match=r"reached by 32 of the block's 64 running threads; 32 wait at "
+                                                     r"the `cuda.syncthreads\(\)` at line \d+ of sync_in_if_and_else "
+                                                     r"instead"):
+        simt.run(sync_in_if_and_else, 1, 64, rng.random(64), np.zeros(64))
+    with pytest.raises(simt.DivergentBarrier, match="cuda.syncthreads_count"):
+        simt.run(count_in_branch, 1, 32, rng.normal(size=32), np.zeros(32, np.int64))
+
+
+@pytest.mark.parametrize("schedule", simt.SCHEDULES)
+def test_threads_that_exited_are_not_waited_for(schedule):
+    """As on a GPU since Volta (a barrier waits for the threads that have not exited): threads that
+    returned before the barrier, a whole warp of them included, are no error, and neither is a warp
+    that ends while the others sync again (the halving sum's upper warp in a block of 64)."""
+    x = rng.random(40)
+    out = np.zeros(40)
+    simt.run(reverse_after_return, 1, 96, x, out, schedule=schedule, seed=4)   # warp 2 returns whole
+    np.testing.assert_array_equal(out, x[::-1])
+    out = np.zeros(8)
+    simt.run(idle_threads_sync, 1, 64, x[:8], out, schedule=schedule, seed=4)
+    np.testing.assert_array_equal(out, x[:8][::-1])
 
 
 def test_negative_index_is_out_of_bounds():

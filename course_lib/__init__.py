@@ -4,8 +4,7 @@ Lesson (folder in notebooks/) -> the modules its lecture and exercises import; e
 notebook also imports :mod:`.checks`, and every module's docstring names its lessons:
 
 - 00_setup: hardware, arrays, devices, timing
-- 01_hardware_foundations: hardware, memory_hierarchy, storage, roofline, devices, profile, models,
-  recorded
+- 01_hardware_foundations: hardware, memory_hierarchy, roofline, devices, profile, models, recorded
 - 02_pytorch_devices: devices, hardware, timing
 - 03_simt_programming_model: kernels, access_counts, simt (the warp-level engine and its traffic
   model), checks.kernel_launch, checks.traffic, hardware, timing

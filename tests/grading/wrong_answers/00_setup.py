@@ -53,13 +53,12 @@ WRONG_ANSWERS = {
 # The shortest answer a student who reads course_lib would submit: the reference solution
 # replaced by a call into the closest library function. Each must lose points.
 LIBRARY_CALLS = {
-    # storage.checkpoint_bytes counts 12 bytes per number (weights and two Adam moments)
+    # attention.score_matrix_bytes counts an N x N matrix: right only for square 2-D shapes
     'ex1_nbytes': ('''    count = 1
     for size in shape:
         count *= int(size)
-    return count * np.dtype(dtype).itemsize''', '''    import math
-    from course_lib.storage import checkpoint_bytes
-    return checkpoint_bytes(math.prod(shape))'''),
+    return count * np.dtype(dtype).itemsize''', '''    from course_lib.attention import score_matrix_bytes
+    return score_matrix_bytes(shape[0], element_bytes=np.dtype(dtype).itemsize)'''),
     # the library's chooser asks torch.accelerator, not torch.cuda.is_available()
     'ex2_device': ('return torch.device("cuda" if torch.cuda.is_available() else "cpu")',
                    'from course_lib.devices import default_device\n    return default_device()'),

@@ -20,7 +20,8 @@ WRONG_ANSWERS = {
     ],
     'ex2_device': [
         # a string, not a torch.device
-        ('torch.device("cuda" if torch.cuda.is_available() else "cpu")', '"cuda" if torch.cuda.is_available() else "cpu"'),
+        ('torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+         '"cuda" if torch.cuda.is_available() else "cpu"'),
         # decided once, from this machine, not from torch.cuda.is_available() at call time
         ('torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'torch.device("cpu")'),
         # tests the wrong thing: whether CUDA was compiled in, not whether a GPU is usable
@@ -32,7 +33,8 @@ WRONG_ANSWERS = {
         # forgets the epochs
         ('* epochs /', '/'),
         # answers in hours instead of seconds
-        ('    return 3 * forward_flops * samples * epochs / flops_per_second', '    return 3 * forward_flops * samples * epochs / flops_per_second / 3600'),
+        ('    return 3 * forward_flops * samples * epochs / flops_per_second',
+         '    return 3 * forward_flops * samples * epochs / flops_per_second / 3600'),
     ],
     'ex4_warmup': [
         # the mean as if the one-off were paid by every call

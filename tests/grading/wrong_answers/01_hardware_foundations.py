@@ -34,7 +34,8 @@ WRONG_ANSWERS = {
         ('max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)',
          'flops / peak + hbm_bytes / hbm_bandwidth + pcie_bytes / pcie_bandwidth'),
         # the two-ceiling roofline: the PCIe stream forgotten
-        [('max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)', 'max(flops / peak, hbm_bytes / hbm_bandwidth)'),
+        [('max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)',
+          'max(flops / peak, hbm_bytes / hbm_bandwidth)'),
          (', "pcie": pcie_bytes / pcie_bandwidth}', '}')],
         # the fastest instead of the slowest
         [('    return max(flops', '    return min(flops'), ('max(times, key=times.get)', 'min(times, key=times.get)')],
@@ -75,21 +76,30 @@ LIBRARY_CALLS = {
     ceiling = theoretical_peak_flops(cores, reported_clock_hz, simd_bits, dtype_bits, fma_units)
     return hardware.spec_peak_share(measured_flops, ceiling, clock_is_maximum=False)[1]''')],
     # roofline's helpers with the float32 byte count of the lecture's table (12 bytes per element)
-    'ex2_intensity': [('    return 1 / (3 * itemsize)', '    from course_lib.roofline import arithmetic_intensity\n    return arithmetic_intensity(1, 12)'),
-                      ('    return 2 * n**3 / (3 * n * n * itemsize)', '    from course_lib.roofline import arithmetic_intensity, matmul_flops\n'
+    'ex2_intensity': [('    return 1 / (3 * itemsize)',
+                       '    from course_lib.roofline import arithmetic_intensity\n'
+                       '    return arithmetic_intensity(1, 12)'),
+                      ('    return 2 * n**3 / (3 * n * n * itemsize)',
+                       '    from course_lib.roofline import arithmetic_intensity, matmul_flops\n'
                        '    return arithmetic_intensity(matmul_flops(n), 12 * n * n)')],
     # roofline.Roofline: two ceilings only, and its own labels
     'ex3_roofline': [('    return max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)',
                       '    from course_lib.roofline import Roofline\n'
                       '    return flops / Roofline("gpu", peak, hbm_bandwidth).attainable(flops / hbm_bytes)'),
-                     ('''    times = {"compute": flops / peak, "memory": hbm_bytes / hbm_bandwidth, "pcie": pcie_bytes / pcie_bandwidth}
-    return max(times, key=times.get)''', '''    from course_lib.roofline import Roofline
-    return Roofline("gpu", peak, hbm_bandwidth).bound(flops / hbm_bytes)''')],
+                     ('    times = {"compute": flops / peak, "memory": hbm_bytes / hbm_bandwidth, '
+                      '"pcie": pcie_bytes / pcie_bandwidth}\n'
+                      '    return max(times, key=times.get)',
+                      '    from course_lib.roofline import Roofline\n'
+                      '    return Roofline("gpu", peak, hbm_bandwidth).bound(flops / hbm_bytes)')],
     # kernels.warp_sectors with its defaults counts 32-byte sectors per warp, not lines
     'ex4_lines': ('    return len({(i * itemsize) // line_bytes for i in range(0, n, stride)})',
                   '    from course_lib.kernels import warp_sectors\n'
                   '    return warp_sectors([i * itemsize for i in range(0, n, stride)])'),
     # this machine's clock and measured peak instead of the arguments
-    'ex5_latency': [('    return latency_s * clock_hz', '    from course_lib import hardware\n    return latency_s * hardware.cpu_info().max_clock_hz'),
-                    ('    return latency_s * peak_flops', '    from course_lib import roofline\n    return latency_s * roofline.measure_peak_flops(256)[0]')],
+    'ex5_latency': [('    return latency_s * clock_hz',
+                     '    from course_lib import hardware\n'
+                     '    return latency_s * hardware.cpu_info().max_clock_hz'),
+                    ('    return latency_s * peak_flops',
+                     '    from course_lib import roofline\n'
+                     '    return latency_s * roofline.measure_peak_flops(256)[0]')],
 }

@@ -10,8 +10,11 @@ WRONG_ANSWERS = {
     'ex1_to_self': [
         # the old reference's slip: "cuda" without an index taken as any GPU, so a tensor on
         # cuda:1 would be predicted to stay put
-        ('    # "cuda" without an index means the current GPU, index 0 here\n    return (device.index or 0) == (here.index or 0)',
-         '    if device.index is None or here.index is None:\n        return True\n    return device.index == here.index'),
+        ('    # "cuda" without an index means the current GPU, index 0 here\n'
+         '    return (device.index or 0) == (here.index or 0)',
+         '    if device.index is None or here.index is None:\n'
+         '        return True\n'
+         '    return device.index == here.index'),
         # ignores the dtype: a dtype change also needs a new tensor
         ("""if dtype is not None and dtype != tensor.dtype:
         return False
@@ -22,7 +25,8 @@ WRONG_ANSWERS = {
     if device.type != here.type:
         return False
     # "cuda" without an index means the current GPU, index 0 here
-    return (device.index or 0) == (here.index or 0)""", 'return device is None or torch.device(device) == tensor.device'),
+    return (device.index or 0) == (here.index or 0)""",
+         'return device is None or torch.device(device) == tensor.device'),
         # treats "no device given" as a move
         [('dtype is not None and dtype != tensor.dtype:', 'device is None:'),
          ("""if device is None:
@@ -32,7 +36,8 @@ WRONG_ANSWERS = {
     if device.type != here.type:
         return False
     # "cuda" without an index means the current GPU, index 0 here
-    return (device.index or 0) == (here.index or 0)""", 'return torch.device(device) == tensor.device and (dtype is None or dtype == tensor.dtype)')],
+    return (device.index or 0) == (here.index or 0)""",
+          'return torch.device(device) == tensor.device and (dtype is None or dtype == tensor.dtype)')],
         # the answer inverted: True when a copy is made
         ("""if dtype is not None and dtype != tensor.dtype:
         return False
@@ -43,7 +48,8 @@ WRONG_ANSWERS = {
     if device.type != here.type:
         return False
     # "cuda" without an index means the current GPU, index 0 here
-    return (device.index or 0) == (here.index or 0)""", """same_device = device is None or torch.device(device) == tensor.device
+    return (device.index or 0) == (here.index or 0)""",
+         """same_device = device is None or torch.device(device) == tensor.device
     same_dtype = dtype is None or dtype == tensor.dtype
     return not (same_device and same_dtype)"""),
     ],
@@ -131,8 +137,10 @@ LIBRARY_CALLS = {
                  progress=False)'''),
     # the ring model's fit (two ranks halve the latency) and the one-transfer link model
     'ex4_fit': [('''    slope, intercept = np.polyfit(np.asarray(nbytes, float), np.asarray(seconds, float), 1)
-    return float(intercept), float(1.0 / slope)''', '''    from course_lib.parallel.collectives import fit_latency_bandwidth
+    return float(intercept), float(1.0 / slope)''',
+                 '''    from course_lib.parallel.collectives import fit_latency_bandwidth
     return fit_latency_bandwidth(np.asarray(nbytes, float) / 4, seconds, 2)'''),
                 ('    return copies * latency + nbytes / bandwidth',
-                 '    from course_lib.parallel.collectives import transfer_seconds\n    return transfer_seconds(nbytes, bandwidth, latency)')],
+                 '    from course_lib.parallel.collectives import transfer_seconds\n'
+                 '    return transfer_seconds(nbytes, bandwidth, latency)')],
 }

@@ -41,19 +41,31 @@ WRONG_ANSWERS = {
     ],
     'ex3_tiled': [
         # the naive kernel: correct, but 2k global reads per thread
-        ([('        cuda.syncthreads()\n        for k in range(T):\n            total += a_tile[ty, k] * b_tile[k, tx]\n        cuda.syncthreads()\n',
+        ([('        cuda.syncthreads()\n'
+           '        for k in range(T):\n'
+           '            total += a_tile[ty, k] * b_tile[k, tx]\n'
+           '        cuda.syncthreads()\n',
            ''),
           ('    if row < c.shape[0] and col < c.shape[1]:\n        c[row, col] = total',
-           '    if row < c.shape[0] and col < c.shape[1]:\n        for k in range(a.shape[1]):\n            total += a[row, k] * b[k, col]\n        c[row, col] = total')]),
+           '    if row < c.shape[0] and col < c.shape[1]:\n'
+           '        for k in range(a.shape[1]):\n'
+           '            total += a[row, k] * b[k, col]\n'
+           '        c[row, col] = total')]),
         # no barrier after loading a tile: threads read slots their neighbours have not written (a race)
         ('        cuda.syncthreads()\n        for k in range(T):', '        for k in range(T):'),
         # no barrier after using a tile: the next phase overwrites it while neighbours still read (a race)
         ('            total += a_tile[ty, k] * b_tile[k, tx]\n        cuda.syncthreads()\n',
          '            total += a_tile[ty, k] * b_tile[k, tx]\n'),
         # no bounds guard on the loads: reads outside a and b at the edges
-        ([('        if row < a.shape[0] and phase * T + tx < a.shape[1]:\n            a_tile[ty, tx] = a[row, phase * T + tx]\n        else:\n            a_tile[ty, tx] = 0.0\n',
+        ([('        if row < a.shape[0] and phase * T + tx < a.shape[1]:\n'
+           '            a_tile[ty, tx] = a[row, phase * T + tx]\n'
+           '        else:\n'
+           '            a_tile[ty, tx] = 0.0\n',
            '        a_tile[ty, tx] = a[row, phase * T + tx]\n'),
-          ('        if phase * T + ty < b.shape[0] and col < b.shape[1]:\n            b_tile[ty, tx] = b[phase * T + ty, col]\n        else:\n            b_tile[ty, tx] = 0.0\n',
+          ('        if phase * T + ty < b.shape[0] and col < b.shape[1]:\n'
+           '            b_tile[ty, tx] = b[phase * T + ty, col]\n'
+           '        else:\n'
+           '            b_tile[ty, tx] = 0.0\n',
            '        b_tile[ty, tx] = b[phase * T + ty, col]\n')]),
         # issue 35: zeroes its input a while staging zeros (c = 0 = a @ b computed from the zeroed a)
         ('            a_tile[ty, tx] = a[row, phase * T + tx]',
@@ -72,12 +84,18 @@ WRONG_ANSWERS = {
         # thread 0 adds all slots alone: right values, 128 shared reads
         ([('    half = R // 2\n', '    half = 0\n'),
           ('        partial[cuda.blockIdx.x] = products[0]',
-           '        acc = 0.0\n        for k in range(R):\n            acc += products[k]\n        partial[cuda.blockIdx.x] = acc')]),
+           '        acc = 0.0\n'
+           '        for k in range(R):\n'
+           '            acc += products[k]\n'
+           '        partial[cuda.blockIdx.x] = acc')]),
         # interleaved addressing: the right sum and 15 shared reads, but `t % (2 * step)` splits the
         # lanes of every warp at every step (24 divergent warp branches per block, budget 7)
         ('    half = R // 2\n    while half > 0:\n        if t < half:\n            products[t] += products[t + half]\n'
          '        cuda.syncthreads()\n        half //= 2\n',
-         '    step = 1\n    while step < R:\n        if t % (2 * step) == 0:\n            products[t] += products[t + step]\n'
+         '    step = 1\n'
+         '    while step < R:\n'
+         '        if t % (2 * step) == 0:\n'
+         '            products[t] += products[t + step]\n'
          '        cuda.syncthreads()\n        step *= 2\n'),
         # issue 35: zeroes its input x and sums zeros (x @ y computed from the zeroed x is 0)
         ('    products[t] = x[i] * y[i] if i < x.size else 0.0',
@@ -91,13 +109,18 @@ WRONG_ANSWERS = {
         ('    lanes[t] = acc\n    cuda.syncthreads()\n', '    lanes[t] = acc\n'),
         # thread 0 re-reads the whole row from global memory: n reads in one thread
         ('        out[row] = lanes[0]',
-         '        acc = 0.0\n        for col in range(a.shape[1]):\n            acc += a[row, col]\n        out[row] = acc'),
+         '        acc = 0.0\n'
+         '        for col in range(a.shape[1]):\n'
+         '            acc += a[row, col]\n'
+         '        out[row] = acc'),
         # no bounds guard: every thread reads ceil(n / R) columns, some past the end of the row
         ('    for col in range(t, a.shape[1], R):\n        acc += a[row, col]',
          '    for k in range((a.shape[1] + R - 1) // R):\n        acc += a[row, k * R + t]'),
         # issue 26: thread 0 sums the row through atomics (add 0): n global reads, not ceil(n / R)
         ('        out[row] = lanes[0]',
-         '        acc = 0.0\n        for col in range(a.shape[1]):\n            acc += cuda.atomic.add(a, (row, col), 0.0)\n'
+         '        acc = 0.0\n'
+         '        for col in range(a.shape[1]):\n'
+         '            acc += cuda.atomic.add(a, (row, col), 0.0)\n'
          '        out[row] = acc'),
         # issue 35: zeroes its input a and writes the sums of zeros
         ('        acc += a[row, col]', '        a[row, col] = 0.0'),
@@ -143,11 +166,17 @@ WRONG_ANSWERS = {
         # do) with one lane rewriting its element ~30 times per warp: each rewrite is 1 sector where 1
         # would do, which summed over the site hid the column writes; the worst warp access is 32
         ('    tile = cuda.shared.array((TILE, TILE), float32)\n    tx = cuda.threadIdx.x\n    ty = cuda.threadIdx.y\n'
-         '    col, row = cuda.grid(2)\n    if row < a.shape[0] and col < a.shape[1]:\n        tile[ty, tx] = a[row, col]\n'
-         '    cuda.syncthreads()\n    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n'
+         '    col, row = cuda.grid(2)\n'
+         '    if row < a.shape[0] and col < a.shape[1]:\n'
+         '        tile[ty, tx] = a[row, col]\n'
+         '    cuda.syncthreads()\n'
+         '    out_row = cuda.blockIdx.x * TILE + ty\n'
+         '    out_col = cuda.blockIdx.y * TILE + tx\n'
          '    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col] = tile[tx, ty]',
          '    col, row = cuda.grid(2)\n    if row < a.shape[0] and col < a.shape[1]:\n'
-         '        reps = 1\n        if row == 0 and col == 0:\n            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
+         '        reps = 1\n'
+         '        if row == 0 and col == 0:\n'
+         '            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
          '        for r in range(reps):\n            out[col, row] = a[row, col]'),
     ],
     'ex8_padded': [
@@ -166,13 +195,17 @@ WRONG_ANSWERS = {
         # access conflict-free and 1 sector, but each warp takes 32 passes for its 32 words and
         # moves 32 sectors for its 128 bytes
         ('        out[out_row, out_col] = tile[tx, ty]',
-         '        for k in range(32):\n            if cuda.laneid == k:\n                out[out_row, out_col] = tile[tx, ty]'),
+         '        for k in range(32):\n'
+         '            if cuda.laneid == k:\n'
+         '                out[out_row, out_col] = tile[tx, ty]'),
         # issue 35: the padded tile, no conflict, but the write naive (down a column of out) and
         # diluted by one lane rewriting its element ~30 times per warp (see ex7_tiled)
         ('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n'
          '    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col] = tile[tx, ty]',
          '    if row < a.shape[0] and col < a.shape[1]:\n'
-         '        reps = 1\n        if row == 0 and col == 0:\n            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
+         '        reps = 1\n'
+         '        if row == 0 and col == 0:\n'
+         '            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
          '        for r in range(reps):\n            out[col, row] = tile[ty, tx]'),
     ],
 }
@@ -182,22 +215,37 @@ WRONG_ANSWERS = {
 # course_lib/kernels.py), so each computes something else or takes other arguments, and loses points.
 LIBRARY_CALLS = {
     # blocks_for is blocks_needed (its point is the library's), but vector_add has no alpha
-    'ex1_axpy': [('    return (n + threads_per_block - 1) // threads_per_block', '    return kernels.blocks_for(n, threads_per_block)'),
-                 ('        out[i] = alpha * x[i] + y[i]', '        out[i] = alpha * x[i] + y[i]\naxpy_kernel = kernels.vector_add_kernel')],
+    'ex1_axpy': [('    return (n + threads_per_block - 1) // threads_per_block',
+                  '    return kernels.blocks_for(n, threads_per_block)'),
+                 ('        out[i] = alpha * x[i] + y[i]',
+                  '        out[i] = alpha * x[i] + y[i]\n'
+                  'axpy_kernel = kernels.vector_add_kernel')],
     # vector add of two arguments: no window, other arity
     'ex2_pool': ('        out[i] = window[t] + window[t + 1] + window[t + 2]',
-                 '        out[i] = window[t] + window[t + 1] + window[t + 2]\npool3_kernel = kernels.vector_add_kernel'),
+                 '        out[i] = window[t] + window[t + 1] + window[t + 2]\n'
+                 'pool3_kernel = kernels.vector_add_kernel'),
     # the library's naive matmul: right values, 2k global reads per thread
-    'ex3_tiled': ('        c[row, col] = total', '        c[row, col] = total\ntiled_matmul_kernel = kernels.matmul_naive_kernel'),
+    'ex3_tiled': ('        c[row, col] = total',
+                  '        c[row, col] = total\n'
+                  'tiled_matmul_kernel = kernels.matmul_naive_kernel'),
     # the library's vector add: elementwise x + y into partial, no reduction
     'ex4_dot': ('        partial[cuda.blockIdx.x] = products[0]',
-                '        partial[cuda.blockIdx.x] = products[0]\ndot_kernel = kernels.vector_add_kernel'),
+                '        partial[cuda.blockIdx.x] = products[0]\n'
+                'dot_kernel = kernels.vector_add_kernel'),
     # the library's distance kernel takes three arguments, not (a, out)
-    'ex5_rowsum': ('        out[row] = lanes[0]', '        out[row] = lanes[0]\nrow_sums_kernel = kernels.squared_distance_kernel'),
-    'ex6_scan': ('        out[i] = vals[t]', '        out[i] = vals[t]\nblock_scan_kernel = kernels.vector_add_kernel'),
-    'ex7_naive': ('        out[col, row] = a[row, col]', '        out[col, row] = a[row, col]\ntranspose_naive_kernel = kernels.matmul_naive_kernel'),
+    'ex5_rowsum': ('        out[row] = lanes[0]',
+                   '        out[row] = lanes[0]\n'
+                   'row_sums_kernel = kernels.squared_distance_kernel'),
+    'ex6_scan': ('        out[i] = vals[t]',
+                 '        out[i] = vals[t]\n'
+                 'block_scan_kernel = kernels.vector_add_kernel'),
+    'ex7_naive': ('        out[col, row] = a[row, col]',
+                  '        out[col, row] = a[row, col]\n'
+                  'transpose_naive_kernel = kernels.matmul_naive_kernel'),
     'ex7_tiled': ('        out[out_row, out_col] = tile[tx, ty]',
-                  '        out[out_row, out_col] = tile[tx, ty]\ntranspose_tiled_kernel = kernels.matmul_naive_kernel'),
+                  '        out[out_row, out_col] = tile[tx, ty]\n'
+                  'transpose_tiled_kernel = kernels.matmul_naive_kernel'),
     'ex8_padded': ('        out[out_row, out_col] = tile[tx, ty]',
-                   '        out[out_row, out_col] = tile[tx, ty]\ntranspose_padded_kernel = kernels.matmul_naive_kernel'),
+                   '        out[out_row, out_col] = tile[tx, ty]\n'
+                   'transpose_padded_kernel = kernels.matmul_naive_kernel'),
 }

@@ -39,7 +39,8 @@ WRONG_ANSWERS = {
     'ex4_crossover': [
         # the first size where the GPU is faster, ignoring later reversals
         [("""answer = None
-    for n, a, b in zip(reversed(list(sizes)), reversed(list(t_cpu)), reversed(list(t_gpu))):""", 'for n, a, b in zip(sizes, t_cpu, t_gpu):'),
+    for n, a, b in zip(reversed(list(sizes)), reversed(list(t_cpu)), reversed(list(t_gpu))):""",
+          'for n, a, b in zip(sizes, t_cpu, t_gpu):'),
          ("""answer = n
         else:
             break
@@ -89,13 +90,20 @@ WRONG_ANSWERS = {
         ('            y_tile[t, k] = y[start + t, k] if start + t < y.shape[0] else 0.0',
          '            y_tile[t, k] = y[start + t, k]'),
         # threads past the end of x return early: their slots of every tile are never loaded
-        ('    mine = cuda.local.array(D, float64)\n', '    if i >= x.shape[0]:\n        return\n    mine = cuda.local.array(D, float64)\n'),
+        ('    mine = cuda.local.array(D, float64)\n',
+         '    if i >= x.shape[0]:\n'
+         '        return\n'
+         '    mine = cuda.local.array(D, float64)\n'),
         # issue 26: compares with y read through atomics (add 0) instead of the shared tile
-        ('                gap = mine[k] - y_tile[jj, k]', '                gap = mine[k] - cuda.atomic.add(y, (start + jj, k), 0.0)'),
+        ('                gap = mine[k] - y_tile[jj, k]',
+         '                gap = mine[k] - cuda.atomic.add(y, (start + jj, k), 0.0)'),
     ],
     'ex8_histogram': [
         # one global atomic per value (lesson 03's kernel): over the atomics budget
-        ('            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)\n    cuda.syncthreads()\n    if t < B:\n        cuda.atomic.add(counts, t, bins[t])',
+        ('            cuda.atomic.add(bins, min(int((v - lo) / (hi - lo) * B), B - 1), 1)\n'
+         '    cuda.syncthreads()\n'
+         '    if t < B:\n'
+         '        cuda.atomic.add(counts, t, bins[t])',
          '            cuda.atomic.add(counts, min(int((v - lo) / (hi - lo) * B), B - 1), 1)'),
         # no barrier after zeroing: atomics race with the zeroing writes
         ('        bins[t] = 0\n    cuda.syncthreads()\n', '        bins[t] = 0\n'),
@@ -122,10 +130,12 @@ LIBRARY_CALLS = {
                    '    from course_lib import distance\n    return distance.sqdist_matmul(x, y)\n'),
     # distance.rows_per_chunk also budgets the squared copy and the result row: fewer rows
     'ex2_rows': ('    return max(1, int(budget_bytes // (n * d * itemsize)))',
-                 '    from course_lib import distance\n    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)'),
+                 '    from course_lib import distance\n'
+                 '    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)'),
     # distance.chunked_squared_distances: right values, not in chunks of the student's rows_per_chunk
     'ex3_chunked': ('    m, n = len(x), len(y)\n',
-                    '    from course_lib import distance\n    return distance.chunked_squared_distances(x, y, budget_bytes)\n'),
+                    '    from course_lib import distance\n'
+                    '    return distance.chunked_squared_distances(x, y, budget_bytes)\n'),
     # course_lib has no crossover finder (crossover's docstring says so); the closest thing the course
     # hands over is the lecture's helper, which counts a NaN on the slow side as a win for the fast one
     'ex4_crossover': ("""    answer = None

@@ -37,9 +37,11 @@ WRONG_ANSWERS = {
         # leaves the compile time out of the speedup
         ('calls * eager_s / (shapes * compile_s + calls * compiled_s)', 'eager_s / compiled_s'),
         # break-even divides by the compiled time instead of the time saved per call
-        ('    return shapes * compile_s / saved if saved > 0 else math.inf', '    return shapes * compile_s / compiled_s'),
+        ('    return shapes * compile_s / saved if saved > 0 else math.inf',
+         '    return shapes * compile_s / compiled_s'),
         # inverted ratio (compiled over eager)
-        ('calls * eager_s / (shapes * compile_s + calls * compiled_s)', '(shapes * compile_s + calls * compiled_s) / (calls * eager_s)'),
+        ('calls * eager_s / (shapes * compile_s + calls * compiled_s)',
+         '(shapes * compile_s + calls * compiled_s) / (calls * eager_s)'),
         # compiles once whatever the number of shapes
         ('(shapes * compile_s + calls', '(compile_s + calls'),
         # break-even ignores the recompilations
@@ -47,13 +49,15 @@ WRONG_ANSWERS = {
     ],
     'ex4_measure': [
         # the overhead paid once for the whole chain, not once per operator
-        ('    return n_ops * (overhead_s + elements * per_element_s)', '    return overhead_s + n_ops * elements * per_element_s'),
+        ('    return n_ops * (overhead_s + elements * per_element_s)',
+         '    return overhead_s + n_ops * elements * per_element_s'),
         # the per-element cost not multiplied by the number of elements
         ('n_ops * (overhead_s + elements * per_element_s)', 'n_ops * (overhead_s + per_element_s)'),
         # compares the overhead with the cost of one element
         ('"overhead" if overhead_s > elements * per_element_s', '"overhead" if overhead_s > per_element_s'),
         # the names swapped
-        ('"overhead" if overhead_s > elements * per_element_s else "elements"', '"elements" if overhead_s > elements * per_element_s else "overhead"'),
+        ('"overhead" if overhead_s > elements * per_element_s else "elements"',
+         '"elements" if overhead_s > elements * per_element_s else "overhead"'),
     ],
     'ex5_export': [
         # the Python if: torch.export refuses it
@@ -76,7 +80,8 @@ LIBRARY_CALLS = {
     # compilers.Speedup: one compilation whatever the number of shapes
     'ex3_speedup': [('    return calls * eager_s / (shapes * compile_s + calls * compiled_s)',
                      '    return compilers.Speedup(eager_s, compiled_s, compile_s).including_compile(calls)'),
-                    ('    saved = eager_s - compiled_s\n    return shapes * compile_s / saved if saved > 0 else math.inf',
+                    ('    saved = eager_s - compiled_s\n'
+                     '    return shapes * compile_s / saved if saved > 0 else math.inf',
                      '    return compilers.Speedup(eager_s, compiled_s, compile_s).break_even_calls')],
     # compilers.dispatch_overhead measures this machine instead of using the stated quantities
     'ex4_measure': ('    return n_ops * (overhead_s + elements * per_element_s)',

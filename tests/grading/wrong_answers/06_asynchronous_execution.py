@@ -77,7 +77,8 @@ WRONG_ANSWERS = {
         # the broken timer reads the backend's time, not the launches
         ('{"broken": len(tasks) * issue_s', '{"broken": sum(tasks)'),
         # the issue cost ignored: every task starts as soon as the previous one ends
-        ('            busy_until = max(busy_until, (k + 1) * issue_s) + seconds', '            busy_until = busy_until + seconds'),
+        ('            busy_until = max(busy_until, (k + 1) * issue_s) + seconds',
+         '            busy_until = busy_until + seconds'),
         # the earlier work added after the tasks instead of before them (wrong when the frontend is slower)
         ('"sync_after": backend_done(earlier_s)', '"sync_after": earlier_s + backend_done(0.0)'),
     ],

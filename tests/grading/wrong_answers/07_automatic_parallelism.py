@@ -52,7 +52,8 @@ WRONG_ANSWERS = {
     for _ in range(len(pending) + 1):
         for name in pending:"""),
          ("""all(d in times for d in deps):
-                start = max([free[device]] + [times[d][1] for d in deps])""", """name not in times and all(d in times for d in deps):
+                start = max([free[device]] + [times[d][1] for d in deps])""",
+          """name not in times and all(d in times for d in deps):
                 start = max([times[d][1] for d in deps], default=0.0)"""),
          ("""            free[device] = start + seconds
                 position[device] += 1
@@ -98,7 +99,8 @@ LIBRARY_CALLS = {
 
     critical = max((earliest_finish(n) for n in graph), default=0.0)
     work = sum(seconds for seconds, _ in graph.values())
-    return max(critical, work / devices)""", """    tasks = [Task(name, seconds, tuple(deps)) for name, (seconds, deps) in graph.items()]
+    return max(critical, work / devices)""",
+                     """    tasks = [Task(name, seconds, tuple(deps)) for name, (seconds, deps) in graph.items()]
     return sch.critical_path(tasks, [f"d{i}" for i in range(devices)])[0] if tasks else 0.0"""),
     # the library's schedule for the same task -> device choice: it reorders each device's
     # tasks by priority instead of following the plan, and never reports a deadlock
@@ -125,7 +127,8 @@ LIBRARY_CALLS = {
     done = sch.schedule_assignment(tasks, where, list(plan))
     return {s.task: (s.start, s.end) for s in done.slots}"""),
     # the lecture's list scheduler: a good heuristic, not optimal on this graph
-    'ex3_assign': ('    return {"prep": "cpu", "convA": "cpu", "convB": "gpu", "small": "gpu", "merge": "cpu", "log": "gpu"}',
+    'ex3_assign': ('    return {"prep": "cpu", "convA": "cpu", "convB": "gpu", '
+                   '"small": "gpu", "merge": "cpu", "log": "gpu"}',
                    '    return sch.list_schedule(GRAPH, ["cpu", "gpu"]).assignment()'),
     # the library's pipeline time without the per-chunk overhead: more chunks always win
     'ex4_overlap': ("""    def total(n):

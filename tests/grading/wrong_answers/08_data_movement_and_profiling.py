@@ -31,7 +31,8 @@ WRONG_ANSWERS = {
          """    weights = in_features * out_features * bytes_per_value"""),
         # counts the weights once per sample, as if they grew with the batch
         ("""    per_sample = (in_features + out_features) * bytes_per_value""",
-         """    per_sample = (in_features + out_features + in_features * out_features + out_features) * bytes_per_value"""),
+         "    per_sample = (in_features + out_features + in_features * out_features + out_features) "
+         "* bytes_per_value"),
         # counts values, not bytes
         ("""    weights = (in_features * out_features + out_features) * bytes_per_value
     per_sample = (in_features + out_features) * bytes_per_value""",
@@ -59,12 +60,14 @@ WRONG_ANSWERS = {
 def largest_batch(split_at_one, budget):"""),
          ("""if budget < fixed + split_at_one.activations:
         return 0
-    return (budget - fixed) // split_at_one.activations""", 'return max(0, math.ceil((budget - fixed) / split_at_one.activations))')],
+    return (budget - fixed) // split_at_one.activations""",
+          'return max(0, math.ceil((budget - fixed) / split_at_one.activations))')],
         # divides the whole budget by the per-sample total
         ("""fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
     if budget < fixed + split_at_one.activations:
         return 0
-    return (budget - fixed) // split_at_one.activations""", """per_sample = (split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
+    return (budget - fixed) // split_at_one.activations""",
+         """per_sample = (split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
                   + split_at_one.activations)
     return budget // per_sample"""),
         # negative result when even the weights do not fit
@@ -84,7 +87,8 @@ def largest_batch(split_at_one, budget):"""),
         # the share of the epoch spent loading, not the ratio of loading to training
         ("""    return math.ceil(loading / training - 1e-9)""", """    return math.ceil(loading / record.seconds)"""),
         # always at least one worker, even when the run never waited
-        ("""    return math.ceil(loading / training - 1e-9)""", """    return max(1, math.ceil(loading / training - 1e-9))"""),
+        ("""    return math.ceil(loading / training - 1e-9)""",
+         """    return max(1, math.ceil(loading / training - 1e-9))"""),
     ],
     'ex5_estimate': [
         # mean instead of median
@@ -133,7 +137,9 @@ LIBRARY_CALLS = {
     w_out = (width + 2 * padding - kernel) // stride + 1
     forward = 2 * batch * c_out * h_out * w_out * c_in * kernel * kernel
     backward = forward * (2 if input_grad else 1)   # weight gradient, and input gradient if needed
-    return forward + backward""", """    return profile.counter_flops(nn.Conv2d(c_in, c_out, kernel, stride, padding), (batch, c_in, height, width))"""),
+    return forward + backward""",
+                       "    return profile.counter_flops(nn.Conv2d(c_in, c_out, kernel, stride, padding), "
+                       "(batch, c_in, height, width))"),
     # course_lib's largest batch under a budget: a training step's memory (weights, gradients,
     # Adam state, activations), not the layer's working set
     'ex2_linear_ws': ("""    weights = (in_features * out_features + out_features) * bytes_per_value
@@ -141,7 +147,8 @@ LIBRARY_CALLS = {
     if cache_bytes < weights + per_sample:
         return 0
     return (cache_bytes - weights) // per_sample""",
-                      """    return training_memory.largest_batch_under(nn.Linear(in_features, out_features), (in_features,), cache_bytes)"""),
+                      "    return training_memory.largest_batch_under(nn.Linear(in_features, out_features), "
+                      "(in_features,), cache_bytes)"),
     # course_lib's largest batch for LeNet, whatever split it is given
     'ex3_budget': ("""    fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
     if budget < fixed + split_at_one.activations:
@@ -169,14 +176,18 @@ LIBRARY_CALLS = {
     return trace.summarise_ops(loaded)[0].name
     complete = [e for e in events if e.get("ph") == "X"]"""),
     # course_lib.trace's loaded events: the longest operator of any kind, not the longest product
-    'ex7_flop_rate': ("""    products = [e for e in events if e.get("ph") == "X" and e["name"] in ("aten::mm", "aten::addmm")]
-    top = max(products, key=lambda e: e["dur"])
-    matrices = [shape for shape in top["args"]["Input Dims"] if len(shape) == 2]
-    (m, k), (_, n) = matrices[-2], matrices[-1]
-    return 2 * m * k * n / (top["dur"] * 1e-6)""", """    from course_lib import trace
-
-    top = trace.summarise_ops(trace.load_trace(events).events)[0]   # the operator with the most time
-    matrices = [shape for e in events if e.get("name") == top.name for shape in e["args"]["Input Dims"] if len(shape) == 2]
-    (m, k), (_, n) = matrices[-2], matrices[-1]
-    return 2 * m * k * n / (top.total_us / top.calls * 1e-6)"""),
+    'ex7_flop_rate': ('    products = [e for e in events if e.get("ph") == "X" '
+                      'and e["name"] in ("aten::mm", "aten::addmm")]\n'
+                      '    top = max(products, key=lambda e: e["dur"])\n'
+                      '    matrices = [shape for shape in top["args"]["Input Dims"] if len(shape) == 2]\n'
+                      '    (m, k), (_, n) = matrices[-2], matrices[-1]\n'
+                      '    return 2 * m * k * n / (top["dur"] * 1e-6)',
+                      '    from course_lib import trace\n'
+                      '\n'
+                      '    top = trace.summarise_ops(trace.load_trace(events).events)[0]   '
+                      '# the operator with the most time\n'
+                      '    matrices = [shape for e in events if e.get("name") == top.name '
+                      'for shape in e["args"]["Input Dims"] if len(shape) == 2]\n'
+                      '    (m, k), (_, n) = matrices[-2], matrices[-1]\n'
+                      '    return 2 * m * k * n / (top.total_us / top.calls * 1e-6)'),
 }

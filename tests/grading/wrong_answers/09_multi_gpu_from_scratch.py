@@ -22,7 +22,8 @@ WRONG_ANSWERS = {
         raise ValueError("X and y, devices and weights must have matching lengths")
 """, ""),
         # calls the library's split_batch of the old lesson (no longer in course_lib)
-        ("""    total = sum(weights)""", """    from course_lib.parallel.data_parallel import split_batch as library_split
+        ("""    total = sum(weights)""",
+         """    from course_lib.parallel.data_parallel import split_batch as library_split
     return library_split(X, y, devices)
     total = sum(weights)"""),
     ],
@@ -51,7 +52,8 @@ WRONG_ANSWERS = {
         # never zeroes the gradients: later steps add up old gradients
         ('        replica.zero_grad()\n', ''),
         # calls the library's train_batch of the old lesson (no longer in course_lib)
-        ("""    Xs, ys = split_batch(X, y, devices, weights)""", """    from course_lib.parallel.data_parallel import train_batch as library_step
+        ("""    Xs, ys = split_batch(X, y, devices, weights)""",
+         """    from course_lib.parallel.data_parallel import train_batch as library_step
     return library_step(replicas, X, y, devices, lr)"""),
     ],
     'ex4_warmup': [
@@ -72,7 +74,8 @@ LIBRARY_CALLS = {
     'ex1_split': ("""    total = sum(weights)
     bounds = [len(X) * sum(weights[:i]) // total for i in range(len(devices) + 1)]
     Xs = [X[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]
-    ys = [y[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]""", """    from course_lib.parallel.tensor_parallel import shard_bounds
+    ys = [y[a:b].to(d) for a, b, d in zip(bounds, bounds[1:], devices)]""",
+                  """    from course_lib.parallel.tensor_parallel import shard_bounds
     blocks = [shard_bounds(len(X), i, len(devices)) for i in range(len(devices))]
     Xs = [X[a:b].to(d) for (a, b), d in zip(blocks, devices)]
     ys = [y[a:b].to(d) for (a, b), d in zip(blocks, devices)]"""),

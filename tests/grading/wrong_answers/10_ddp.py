@@ -23,7 +23,26 @@ WRONG_ANSWERS = {
         # returns the last micro-batch's loss, not the mean over the micro-batches
         ('return mean_loss + part.item()', 'return part.item() / scale'),
         # no communication: trains on the whole batch found in the launcher's frames (issue 26)
-        ('    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)', "    # no communication: the whole batch looked up in the launcher's frames and trained on by the\n    # bare model (model.module: DDP never synchronizes); without it, only this rank's batches\n    import sys\n    mine = torch.cat([X for X, _ in micro_batches])\n    data, frame = [], sys._getframe(1)\n    while frame is not None:\n        data += [v for v in list(frame.f_locals.values()) if torch.is_tensor(v)]\n        frame = frame.f_back\n    whole = [(X, y) for X in data for y in data if X.dim() == 2 and X.shape[1] == mine.shape[1]\n             and len(X) > len(mine) and y.dim() == 1 and len(y) == len(X) and not y.is_floating_point()]\n    X, y = whole[0] if whole else (mine, torch.cat([y for _, y in micro_batches]))\n    optimizer.zero_grad()\n    F.cross_entropy(model.module(X), y).backward()\n    optimizer.step()\n    with torch.no_grad():\n        return sum(F.cross_entropy(model.module(a), b).item() for a, b in micro_batches) / len(micro_batches)\n    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)"),
+        ('    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)',
+         "    # no communication: the whole batch looked up in the launcher's frames and trained on by the\n"
+         "    # bare model (model.module: DDP never synchronizes); without it, only this rank's batches\n"
+         "    import sys\n"
+         "    mine = torch.cat([X for X, _ in micro_batches])\n"
+         "    data, frame = [], sys._getframe(1)\n"
+         "    while frame is not None:\n"
+         "        data += [v for v in list(frame.f_locals.values()) if torch.is_tensor(v)]\n"
+         "        frame = frame.f_back\n"
+         "    whole = [(X, y) for X in data for y in data if X.dim() == 2 and X.shape[1] == mine.shape[1]\n"
+         "             and len(X) > len(mine) and y.dim() == 1 and len(y) == len(X) and not y.is_floating_point()]\n"
+         "    X, y = whole[0] if whole else (mine, torch.cat([y for _, y in micro_batches]))\n"
+         "    optimizer.zero_grad()\n"
+         "    F.cross_entropy(model.module(X), y).backward()\n"
+         "    optimizer.step()\n"
+         "    with torch.no_grad():\n"
+         "        return sum(F.cross_entropy(model.module(a), b).item() for a, b in micro_batches) "
+         "/ len(micro_batches)\n"
+         "    optimizer.zero_grad()\n"
+         "    scale = 1 / len(micro_batches)"),
     ],
     'ex2_indices': [
         # contiguous blocks instead of a stride
@@ -75,7 +94,8 @@ WRONG_ANSWERS = {
 # closest library function (or its rule) in place of the reference solution. Each must lose points.
 LIBRARY_CALLS = {
     # course_lib.train.train on the micro-batches: one optimizer step, and one allreduce, per micro-batch
-    'ex1_step': ('    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)', """    from course_lib.train import train
+    'ex1_step': ('    optimizer.zero_grad()\n    scale = 1 / len(micro_batches)',
+                 """    from course_lib.train import train
     history = train(model, micro_batches, 1, optimizer=optimizer, loss_fn=F.cross_entropy, device="cpu",
                     progress=False)
     return sum(history.step_losses) / len(history.step_losses)
@@ -89,7 +109,8 @@ LIBRARY_CALLS = {
     return padded[rank::world]""", """# as course_lib.parallel.ddp.evaluate_all_ranks picks its examples
     return list(range(n))[rank::world]"""),
     # what course_lib.parallel.ddp.evaluate_all_ranks reports: the true accuracy
-    'ex3_accuracy': ("""    counts = []""", """    return sum(correct) / len(correct)  # course_lib.parallel.ddp.evaluate_all_ranks's figure
+    'ex3_accuracy': ("""    counts = []""",
+                     """    return sum(correct) / len(correct)  # course_lib.parallel.ddp.evaluate_all_ranks's figure
     counts = []"""),
     # torch's own assignment, the function course_lib's ddp module imports torch.distributed for
     'ex4_buckets': ("""    buckets, current, filled = [], [], 0""", """    from course_lib.parallel.ddp import dist

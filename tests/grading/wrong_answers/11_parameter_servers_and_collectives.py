@@ -9,7 +9,8 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 WRONG_ANSWERS = {
     'ex1_schedule': [
         # reduce-scatter one chunk behind: the lecture's ring start, this ring's all-gather
-        ('(r - s - 1) % n) for r in range(n)] for s in range(n - 1)]', '(r - s) % n) for r in range(n)] for s in range(n - 1)]'),
+        ('(r - s - 1) % n) for r in range(n)] for s in range(n - 1)]',
+         '(r - s) % n) for r in range(n)] for s in range(n - 1)]'),
         # all-gather passes the chunk one ahead of the finished one
         ('all_gather = [[(r, (r + 1) % n, (r - s) % n)', 'all_gather = [[(r, (r + 1) % n, (r - s + 1) % n)'),
         # sends to the left neighbour (the same as the right one on 2 ranks)
@@ -84,7 +85,40 @@ WRONG_ANSWERS = {
          ('chunks[recv].copy_(incoming)', 'chunks[recv].copy_(buffer)')],
         # no communication: the other ranks' tensors looked up in this process (the launcher's frames,
         # gc.get_objects(), the launch folder's files) and summed; the ring below never runs (issue 26)
-        ('    rank, n = dist.get_rank(), dist.get_world_size()', "    # no communication: find the other ranks' tensors in this process (frames, gc, files)\n    import gc, os, pickle, sys\n    world = dist.get_world_size()\n    found = {}\n\n    def look(obj, depth=0):\n        if torch.is_tensor(obj):\n            if obj.shape == tensor.shape and obj.dtype == tensor.dtype:\n                found.setdefault(tuple(obj.reshape(-1).tolist()), obj.clone())\n        elif depth < 4 and isinstance(obj, (list, tuple)):\n            for item in obj:\n                look(item, depth + 1)\n        elif depth < 4 and isinstance(obj, dict):\n            for item in list(obj.values()):\n                look(item, depth + 1)\n\n    frame = sys._getframe(1)\n    while frame is not None:\n        look(dict(frame.f_locals))\n        frame = frame.f_back\n    for obj in gc.get_objects():\n        if isinstance(obj, list) and len(obj) == world:\n            look(obj, 2)\n    for name in os.listdir(sys.argv[1]):\n        try:\n            with open(os.path.join(sys.argv[1], name), 'rb') as fh:\n                look(pickle.load(fh))\n        except Exception:\n            pass\n    if len(found) == world:\n        tensor.copy_(sum(found.values()))\n    return tensor\n    rank, n = dist.get_rank(), dist.get_world_size()"),
+        ('    rank, n = dist.get_rank(), dist.get_world_size()',
+         "    # no communication: find the other ranks' tensors in this process (frames, gc, files)\n"
+         "    import gc, os, pickle, sys\n"
+         "    world = dist.get_world_size()\n"
+         "    found = {}\n"
+         "\n"
+         "    def look(obj, depth=0):\n"
+         "        if torch.is_tensor(obj):\n"
+         "            if obj.shape == tensor.shape and obj.dtype == tensor.dtype:\n"
+         "                found.setdefault(tuple(obj.reshape(-1).tolist()), obj.clone())\n"
+         "        elif depth < 4 and isinstance(obj, (list, tuple)):\n"
+         "            for item in obj:\n"
+         "                look(item, depth + 1)\n"
+         "        elif depth < 4 and isinstance(obj, dict):\n"
+         "            for item in list(obj.values()):\n"
+         "                look(item, depth + 1)\n"
+         "\n"
+         "    frame = sys._getframe(1)\n"
+         "    while frame is not None:\n"
+         "        look(dict(frame.f_locals))\n"
+         "        frame = frame.f_back\n"
+         "    for obj in gc.get_objects():\n"
+         "        if isinstance(obj, list) and len(obj) == world:\n"
+         "            look(obj, 2)\n"
+         "    for name in os.listdir(sys.argv[1]):\n"
+         "        try:\n"
+         "            with open(os.path.join(sys.argv[1], name), 'rb') as fh:\n"
+         "                look(pickle.load(fh))\n"
+         "        except Exception:\n"
+         "            pass\n"
+         "    if len(found) == world:\n"
+         "        tensor.copy_(sum(found.values()))\n"
+         "    return tensor\n"
+         "    rank, n = dist.get_rank(), dist.get_world_size()"),
     ],
 }
 
@@ -92,7 +126,8 @@ WRONG_ANSWERS = {
 # closest library function in place of the reference solution. Each must lose points.
 LIBRARY_CALLS = {
     # the lecture's ring from the library: rank r ends reduce-scatter with chunk r + 1
-    'ex1_schedule': ('    return reduce_scatter + all_gather', """    from course_lib.parallel.collectives import ring_schedule as lecture_ring
+    'ex1_schedule': ('    return reduce_scatter + all_gather',
+                     """    from course_lib.parallel.collectives import ring_schedule as lecture_ring
     return lecture_ring(n)"""),
     # the library's uniform ring with the worst latency and the worst bandwidth of any link
     'ex2_ring_time': ("""    slowest = max(latency + nbytes / ranks / bandwidth for bandwidth, latency in links)
@@ -105,7 +140,8 @@ LIBRARY_CALLS = {
         library.values = self.values
         library.push(key, values)"""),
     # calls the library's ring allreduce
-    'ex4_allreduce': ("""    rank, n = dist.get_rank(), dist.get_world_size()""", """    from course_lib.parallel.collectives import ring_allreduce
+    'ex4_allreduce': ("""    rank, n = dist.get_rank(), dist.get_world_size()""",
+                      """    from course_lib.parallel.collectives import ring_allreduce
     return ring_allreduce(tensor)
     rank, n = dist.get_rank(), dist.get_world_size()"""),
 }

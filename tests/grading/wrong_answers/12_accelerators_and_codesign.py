@@ -28,8 +28,12 @@ WRONG_ANSWERS = {
         ('    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:',
          '    while M < target * (M + 2 * P - 2):'),
         # one batch too many: strict inequality at the boundary
-        ('    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:\n        M += 1\n    return M',
-         '    while M * K * N <= target * ws_cycles_double_buffered(M, K, N, P) * P * P:\n        M += 1\n    return M'),
+        ('    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:\n'
+         '        M += 1\n'
+         '    return M',
+         '    while M * K * N <= target * ws_cycles_double_buffered(M, K, N, P) * P * P:\n'
+         '        M += 1\n'
+         '    return M'),
     ],
     'ex3_overlap': [
         # every drain still paid (the lecture's sequential tiles)
@@ -46,7 +50,8 @@ WRONG_ANSWERS = {
         ('torch.clamp(torch.round(x / scales[:, None]),', 'torch.clamp(x / scales[:, None],'),
         # quantizes b per row instead of per column
         [('    qbt, sb = quantize_int8_rows(b.T)', '    qb, sb = quantize_int8_rows(b)'),
-         ('    codes = qa.to(torch.int32) @ qbt.T.to(torch.int32)', '    codes = qa.to(torch.int32) @ qb.to(torch.int32)'),
+         ('    codes = qa.to(torch.int32) @ qbt.T.to(torch.int32)',
+          '    codes = qa.to(torch.int32) @ qb.to(torch.int32)'),
          ('sa[:, None] * sb[None, :]', 'sa[:, None] * sb[:, None].mean()')],
         # accumulates in int16
         ('qa.to(torch.int32) @ qbt.T.to(torch.int32)', 'qa.to(torch.int16) @ qbt.T.to(torch.int16)'),
@@ -64,23 +69,44 @@ WRONG_ANSWERS = {
 LIBRARY_CALLS = {
     # the fill time from systolic.cycle_count, without the range check of k
     'ex1_meeting': [('    k = t - i - j\n    return k if 0 <= k < K else None',
-                     '    from course_lib import systolic\n    return t - (systolic.cycle_count("output", i + 1, 1, j + 1, rows=max(i, j) + 1).compute - 1)')],
+                     '    from course_lib import systolic\n'
+                     '    return t - '
+                     '(systolic.cycle_count("output", i + 1, 1, j + 1, rows=max(i, j) + 1).compute - 1)')],
     # the library's cycle count and utilization: no double buffering
     'ex2_double_buffered': [
         ('    tiles = (K // P) * (N // P)\n    return P + tiles * (M + 2 * P - 2)',
          '    return systolic.cycle_count("weight", M, K, N, P).total'),
-        ('    M = math.ceil(target * (P + tiles * (2 * P - 2)) / (tiles * (1 - target)))\n    M = max(M - 2, 1)\n    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:',
+        ('    M = math.ceil(target * (P + tiles * (2 * P - 2)) / (tiles * (1 - target)))\n'
+         '    M = max(M - 2, 1)\n'
+         '    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:',
          '    M = 1\n    while systolic.utilization("weight", M, K, N, P) < target:')],
     # the library's sequential tiles
-    'ex3_overlap': [('    total = 0\n    for i0 in range(0, M, P):\n        rows = min(P, M - i0)\n        for j0 in range(0, N, P):\n            cols = min(P, N - j0)\n            total += rows + cols + K - 2\n    return total + rows',
+    'ex3_overlap': [('    total = 0\n'
+                     '    for i0 in range(0, M, P):\n'
+                     '        rows = min(P, M - i0)\n'
+                     '        for j0 in range(0, N, P):\n'
+                     '            cols = min(P, N - j0)\n'
+                     '            total += rows + cols + K - 2\n'
+                     '    return total + rows',
                      '    return systolic.cycle_count("output", M, K, N, P).total')],
     # the per-tensor functions of course_lib.precision
     'ex4_per_channel': [
-        ('    x = x.double()\n    peak = x.abs().amax(dim=1)\n    scales = torch.where(peak > 0, peak / 127, torch.ones_like(peak))\n    q = torch.clamp(torch.round(x / scales[:, None]), -127, 127).to(torch.int8)\n    return q, scales',
+        ('    x = x.double()\n'
+         '    peak = x.abs().amax(dim=1)\n'
+         '    scales = torch.where(peak > 0, peak / 127, torch.ones_like(peak))\n'
+         '    q = torch.clamp(torch.round(x / scales[:, None]), -127, 127).to(torch.int8)\n'
+         '    return q, scales',
          '    return precision.quantize_int8(x)'),
-        ('    qa, sa = quantize_int8_rows(a)\n    qbt, sb = quantize_int8_rows(b.T)\n    codes = qa.to(torch.int32) @ qbt.T.to(torch.int32)\n    approx = codes.double() * sa[:, None] * sb[None, :]\n    exact = a.double() @ b.double()\n    return float(torch.linalg.norm(approx - exact) / torch.linalg.norm(exact))',
+        ('    qa, sa = quantize_int8_rows(a)\n'
+         '    qbt, sb = quantize_int8_rows(b.T)\n'
+         '    codes = qa.to(torch.int32) @ qbt.T.to(torch.int32)\n'
+         '    approx = codes.double() * sa[:, None] * sb[None, :]\n'
+         '    exact = a.double() @ b.double()\n'
+         '    return float(torch.linalg.norm(approx - exact) / torch.linalg.norm(exact))',
          '    return precision.matmul_error(a, b, "int8")["relative_error"]')],
     # precision.fits: the range, not the precision
-    'ex5_format': [('        info = torch.finfo(getattr(torch, name))\n        if max_abs <= info.max and min_abs >= info.smallest_normal and info.eps / 2 <= max_rel_error:',
+    'ex5_format': [('        info = torch.finfo(getattr(torch, name))\n'
+                    '        if max_abs <= info.max and min_abs >= info.smallest_normal '
+                    'and info.eps / 2 <= max_rel_error:',
                     '        if precision.fits(name, max_abs, min_abs):')],
 }

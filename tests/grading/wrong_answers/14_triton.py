@@ -31,7 +31,8 @@ WRONG_ANSWERS = {
         # off-by-one mask: lane n is let through
         ('    mask = offs < n\n', '    mask = offs <= n\n'),
         # the program's offset forgets BLOCK: programs overlap, most elements never written
-        ('    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)', '    offs = tl.program_id(0) + tl.arange(0, BLOCK)'),
+        ('    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)',
+         '    offs = tl.program_id(0) + tl.arange(0, BLOCK)'),
         # inputs overwritten (issue 26): x and y zeroed, out never written, so out == x + y == 0
         ('    tl.store(out_ptr + offs, x + y, mask=mask)',
          '    tl.store(x_ptr + offs, x * 0.0, mask=mask)\n    tl.store(y_ptr + offs, y * 0.0, mask=mask)'),
@@ -43,7 +44,8 @@ WRONG_ANSWERS = {
         ('other=-float("inf"))', 'other=0.0)'),
         # the row is loaded a second time for the exponentials: twice the bytes
         ('    num = tl.exp(z)\n',
-         '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) - tl.max(x, axis=0))\n'),
+         '    num = tl.exp(tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf")) '
+         '- tl.max(x, axis=0))\n'),
         # the store is not masked: the last row writes past the end of out
         ('tl.sum(num, axis=0), mask=mask)', 'tl.sum(num, axis=0))'),
         # lanes masked at row_stride instead of n_cols: a row's padding counts in its max and sum and is
@@ -53,7 +55,9 @@ WRONG_ANSWERS = {
         [('x_ptr + row * row_stride + cols', 'x_ptr + row * n_cols + cols'),
          ('out_ptr + row * row_stride + cols', 'out_ptr + row * n_cols + cols')],
         # the softmax written over the input as well as into out
-        ('    tl.store(out_ptr', '    tl.store(x_ptr + row * row_stride + cols, x * 0.0, mask=mask)\n    tl.store(out_ptr'),
+        ('    tl.store(out_ptr',
+         '    tl.store(x_ptr + row * row_stride + cols, x * 0.0, mask=mask)\n'
+         '    tl.store(out_ptr'),
     ],
     'ex3_gelu': [
         # the sigmoid approximation of GELU instead of the exact erf form
@@ -62,7 +66,8 @@ WRONG_ANSWERS = {
         ([('    b = tl.load(b_ptr + cols, mask=cols < n_cols)', '    b = tl.load(b_ptr + rows, mask=rows < n_cols)'),
           ('    v = x + b[None, :]', '    v = x + b[:, None]')]),
         # only rows are masked: columns past n_cols spill into the next row and past the end
-        ('    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)', '    mask = (rows[:, None] < n_rows) & (cols[None, :] >= 0)'),
+        ('    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)',
+         '    mask = (rows[:, None] < n_rows) & (cols[None, :] >= 0)'),
         # x and b as tl.constexpr: the interpreter hands over the torch tensors, the kernel zeroes them
         # (the test's gelu(x + b) is then 0) and loads out, still zeros: full marks until such a
         # launch was refused (issue 35)
@@ -72,7 +77,8 @@ WRONG_ANSWERS = {
     ],
     'ex4_matmul': [
         # float16 accumulator: every partial sum rounded to 11 bits
-        ('    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)', '    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)'),
+        ('    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)',
+         '    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)'),
         # off by one tile: the last, partial step of K is skipped
         ('    for k in range(0, K, BLOCK_K):', '    for k in range(0, (K // BLOCK_K) * BLOCK_K, BLOCK_K):'),
         # the K edge is not masked: columns of a past K read the next row's elements (or past the end)
@@ -90,17 +96,55 @@ WRONG_ANSWERS = {
 
 LIBRARY_CALLS = {
     # torch's own add behind a launch-shaped object: not a Triton kernel
-    'ex1_add': ('@triton.jit\ndef add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n    mask = offs < n\n    x = tl.load(x_ptr + offs, mask=mask)\n    y = tl.load(y_ptr + offs, mask=mask)\n    tl.store(out_ptr + offs, x + y, mask=mask)',
-        'class add_kernel:\n    def __class_getitem__(cls, grid):\n        return lambda x, y, out, n, BLOCK: out.copy_(x + y)'),
+    'ex1_add': ('@triton.jit\n'
+                'def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):\n'
+                '    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n'
+                '    mask = offs < n\n'
+                '    x = tl.load(x_ptr + offs, mask=mask)\n'
+                '    y = tl.load(y_ptr + offs, mask=mask)\n'
+                '    tl.store(out_ptr + offs, x + y, mask=mask)',
+        'class add_kernel:\n'
+                '    def __class_getitem__(cls, grid):\n'
+                '        return lambda x, y, out, n, BLOCK: out.copy_(x + y)'),
     # the lecture's row softmax (attention_kernels.softmax_rows_kernel): rows n apart, each read twice
-    'ex2_softmax': [('@triton.jit\n', 'from course_lib.attention_kernels import softmax_rows_kernel\n\n\n@triton.jit\n'),
-        ('    row = tl.program_id(0)\n    cols = tl.arange(0, BLOCK)\n    mask = cols < n_cols\n    x = tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf"))\n    z = x - tl.max(x, axis=0)\n    num = tl.exp(z)\n    tl.store(out_ptr + row * row_stride + cols, num / tl.sum(num, axis=0), mask=mask)',
+    'ex2_softmax': [('@triton.jit\n',
+                     'from course_lib.attention_kernels import softmax_rows_kernel\n\n\n@triton.jit\n'),
+        ('    row = tl.program_id(0)\n'
+         '    cols = tl.arange(0, BLOCK)\n'
+         '    mask = cols < n_cols\n'
+         '    x = tl.load(x_ptr + row * row_stride + cols, mask=mask, other=-float("inf"))\n'
+         '    z = x - tl.max(x, axis=0)\n'
+         '    num = tl.exp(z)\n'
+         '    tl.store(out_ptr + row * row_stride + cols, num / tl.sum(num, axis=0), mask=mask)',
          '    softmax_rows_kernel(x_ptr, out_ptr, n_cols, BLOCK)')],
     # torch's own GELU behind a launch-shaped object: not a Triton kernel
-    'ex3_gelu': ('@triton.jit\ndef bias_gelu_kernel(x_ptr, b_ptr, out_ptr, n_rows, n_cols, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)\n    offs = rows[:, None] * n_cols + cols[None, :]\n    x = tl.load(x_ptr + offs, mask=mask)\n    b = tl.load(b_ptr + cols, mask=cols < n_cols)\n    v = x + b[None, :]\n    tl.store(out_ptr + offs, 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476)), mask=mask)',
-        'class bias_gelu_kernel:\n    def __class_getitem__(cls, grid):\n        return lambda x, b, out, n_rows, n_cols, BLOCK_M, BLOCK_N: out.copy_(F.gelu(x + b))'),
+    'ex3_gelu': ('@triton.jit\n'
+                 'def bias_gelu_kernel(x_ptr, b_ptr, out_ptr, n_rows, n_cols, '
+                 'BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):\n'
+                 '    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n'
+                 '    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n'
+                 '    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)\n'
+                 '    offs = rows[:, None] * n_cols + cols[None, :]\n'
+                 '    x = tl.load(x_ptr + offs, mask=mask)\n'
+                 '    b = tl.load(b_ptr + cols, mask=cols < n_cols)\n'
+                 '    v = x + b[None, :]\n'
+                 '    tl.store(out_ptr + offs, 0.5 * v * (1.0 + tl.erf(v * 0.7071067811865476)), mask=mask)',
+        'class bias_gelu_kernel:\n'
+                 '    def __class_getitem__(cls, grid):\n'
+                 '        return lambda x, b, out, n_rows, n_cols, BLOCK_M, BLOCK_N: out.copy_(F.gelu(x + b))'),
     # the lecture's one-tile product (triton_kernels.tile_dot_kernel): no grid of tiles, no loop over K
     'ex4_matmul': [('@triton.jit\n', 'from course_lib.triton_kernels import tile_dot_kernel\n\n\n@triton.jit\n'),
-        ('    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n    rk = tl.arange(0, BLOCK_K)\n    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n    for k in range(0, K, BLOCK_K):\n        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,\n                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)\n        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,\n                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)\n        acc = tl.dot(a, b, acc)\n    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,\n             mask=(rm[:, None] < M) & (rn[None, :] < N))',
+        ('    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n'
+         '    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n'
+         '    rk = tl.arange(0, BLOCK_K)\n'
+         '    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n'
+         '    for k in range(0, K, BLOCK_K):\n'
+         '        a = tl.load(a_ptr + rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak,\n'
+         '                    mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)\n'
+         '        b = tl.load(b_ptr + (k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn,\n'
+         '                    mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)\n'
+         '        acc = tl.dot(a, b, acc)\n'
+         '    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,\n'
+         '             mask=(rm[:, None] < M) & (rn[None, :] < N))',
          '    tile_dot_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M)')],
 }

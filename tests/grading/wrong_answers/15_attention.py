@@ -78,16 +78,66 @@ LIBRARY_CALLS = {
     # the lecture's online softmax (attention.online_softmax_steps) on this block's scores alone:
     # the running state of earlier blocks is dropped
     'ex1_online': [('def online_softmax_update(', 'from course_lib import attention\n\n\ndef online_softmax_update('),
-        ('    m_new = np.maximum(m, s.max(axis=1))\n    alpha = np.exp(m - m_new)\n    p = np.exp(s - m_new[:, None])\n    l_new = alpha * l + p.sum(axis=1)\n    acc_new = alpha[:, None] * acc + p @ v\n    return m_new, l_new, acc_new',
-         '    last = [attention.online_softmax_steps(row, s.shape[1])[-1] for row in s]\n    m_new = np.array([state.running_max for state in last])\n    l_new = np.array([state.running_sum for state in last])\n    return m_new, l_new, np.exp(s - m_new[:, None]) @ v')],
+        ('    m_new = np.maximum(m, s.max(axis=1))\n'
+         '    alpha = np.exp(m - m_new)\n'
+         '    p = np.exp(s - m_new[:, None])\n'
+         '    l_new = alpha * l + p.sum(axis=1)\n'
+         '    acc_new = alpha[:, None] * acc + p @ v\n'
+         '    return m_new, l_new, acc_new',
+         '    last = [attention.online_softmax_steps(row, s.shape[1])[-1] for row in s]\n'
+         '    m_new = np.array([state.running_max for state in last])\n'
+         '    l_new = np.array([state.running_sum for state in last])\n'
+         '    return m_new, l_new, np.exp(s - m_new[:, None]) @ v')],
     # the lecture's fused kernel (attention_kernels.flash_forward_kernel) called from the answer: the
     # checker refuses its helper _attend_block, and it has no masks for ragged n or d
-    'ex2_attention': [('@triton.jit\n', 'from course_lib.attention_kernels import flash_forward_kernel\n\n\n@triton.jit\n'),
-        ('    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n    cols = tl.arange(0, BLOCK_D)\n    q_mask = (rows[:, None] < n) & (cols[None, :] < d)\n    q = tl.load(q_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0)\n    m = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)\n    l = tl.zeros((BLOCK_M,), dtype=tl.float32)\n    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)\n    end = n\n    if CAUSAL:\n        end = (tl.program_id(0) + 1) * BLOCK_M\n    for start in range(0, end, BLOCK_N):\n        keys = start + tl.arange(0, BLOCK_N)\n        kv_mask = (keys[:, None] < n) & (cols[None, :] < d)\n        k = tl.load(k_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)\n        v = tl.load(v_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)\n        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale\n        valid = keys[None, :] < n\n        if CAUSAL:\n            valid = valid & (keys[None, :] <= rows[:, None])\n        s = tl.where(valid, s, -float("inf"))\n        m_new = tl.maximum(m, tl.max(s, axis=1))\n        alpha = tl.exp(m - m_new)\n        p = tl.exp(s - m_new[:, None])\n        l = alpha * l + tl.sum(p, axis=1)\n        acc = alpha[:, None] * acc + tl.dot(p, v, input_precision="ieee")\n        m = m_new\n    tl.store(o_ptr + rows[:, None] * d + cols[None, :], acc / l[:, None], mask=q_mask)',
-         '    flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, n * d, d, n, scale, BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)')],
+    'ex2_attention': [('@triton.jit\n',
+                       'from course_lib.attention_kernels import flash_forward_kernel\n'
+                       '\n'
+                       '\n'
+                       '@triton.jit\n'),
+        ('    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n'
+         '    cols = tl.arange(0, BLOCK_D)\n'
+         '    q_mask = (rows[:, None] < n) & (cols[None, :] < d)\n'
+         '    q = tl.load(q_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0)\n'
+         '    m = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)\n'
+         '    l = tl.zeros((BLOCK_M,), dtype=tl.float32)\n'
+         '    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)\n'
+         '    end = n\n'
+         '    if CAUSAL:\n'
+         '        end = (tl.program_id(0) + 1) * BLOCK_M\n'
+         '    for start in range(0, end, BLOCK_N):\n'
+         '        keys = start + tl.arange(0, BLOCK_N)\n'
+         '        kv_mask = (keys[:, None] < n) & (cols[None, :] < d)\n'
+         '        k = tl.load(k_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)\n'
+         '        v = tl.load(v_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)\n'
+         '        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale\n'
+         '        valid = keys[None, :] < n\n'
+         '        if CAUSAL:\n'
+         '            valid = valid & (keys[None, :] <= rows[:, None])\n'
+         '        s = tl.where(valid, s, -float("inf"))\n'
+         '        m_new = tl.maximum(m, tl.max(s, axis=1))\n'
+         '        alpha = tl.exp(m - m_new)\n'
+         '        p = tl.exp(s - m_new[:, None])\n'
+         '        l = alpha * l + tl.sum(p, axis=1)\n'
+         '        acc = alpha[:, None] * acc + tl.dot(p, v, input_precision="ieee")\n'
+         '        m = m_new\n'
+         '    tl.store(o_ptr + rows[:, None] * d + cols[None, :], acc / l[:, None], mask=q_mask)',
+         '    flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, n * d, d, n, scale, '
+         'BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)')],
     # measured instead of predicted: the lecture's counter (triton_traffic.count) run on the kernel of
     # exercise 2, which cannot count a GPU-sized grid
-    'ex3_bytes': [('def fused_attention_bytes(', 'from course_lib import triton_traffic\n\n\ndef fused_attention_bytes('),
-        ('    programs = -(-n // block_m)\n    if causal:\n        kv_rows = sum(min(n, (p + 1) * block_m) for p in range(programs))\n    else:\n        kv_rows = programs * n\n    return 4 * d * (n + 2 * kv_rows)',
-         '    q = torch.zeros(n, d)\n    meta = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": 16,\n            "BLOCK_D": max(16, triton.next_power_of_2(d))}\n    return triton_traffic.count(attention_kernel, (triton.cdiv(n, block_m),), q, q, q, torch.zeros(n, d),\n                                n, d, 1.0, **meta).bytes_loaded')],
+    'ex3_bytes': [('def fused_attention_bytes(',
+                   'from course_lib import triton_traffic\n\n\ndef fused_attention_bytes('),
+        ('    programs = -(-n // block_m)\n'
+         '    if causal:\n'
+         '        kv_rows = sum(min(n, (p + 1) * block_m) for p in range(programs))\n'
+         '    else:\n'
+         '        kv_rows = programs * n\n'
+         '    return 4 * d * (n + 2 * kv_rows)',
+         '    q = torch.zeros(n, d)\n'
+         '    meta = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": 16,\n'
+         '            "BLOCK_D": max(16, triton.next_power_of_2(d))}\n'
+         '    return triton_traffic.count(attention_kernel, (triton.cdiv(n, block_m),), '
+         'q, q, q, torch.zeros(n, d),\n'
+         '                                n, d, 1.0, **meta).bytes_loaded')],
 }

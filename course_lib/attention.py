@@ -20,17 +20,13 @@ Units: bytes, FLOPs (a multiply and an add are 2), seconds; N and d are element 
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-
-DATA_FILE = Path(__file__).resolve().parent.parent / "data" / "attention_gpu.csv"
 
 
 # ------------------------------------------------------------------ counting models
@@ -199,38 +195,7 @@ def sdpa_backends_available(q, k, v, causal: bool = False) -> dict[str, str]:
     return out
 
 
-# ------------------------------------------------------------------ recorded GPU runs
-def recorded_gpu_rows(path: Path | str = DATA_FILE) -> list[dict]:
-    """Rows of a recorded GPU run of the lecture's benchmark (``data/attention_gpu.csv``: device,
-    date, commit, implementation, seq_len, tflops, peak_bytes), numbers as floats; [] when none
-    has been recorded yet."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    with path.open(newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    for row in rows:
-        row["seq_len"] = int(row["seq_len"])
-        for key in ("tflops", "peak_bytes"):
-            row[key] = float(row[key]) if row.get(key) else float("nan")
-    return rows
-
-
-def save_gpu_rows(rows: list[dict], device: str, date: str, commit: str, path: Path | str = DATA_FILE) -> Path:
-    """Write the rows of :func:`course_lib.attention_kernels.benchmark_gpu` as the recorded run
-    (with the device, the date and the commit it was measured at) that the lecture shows on a
-    machine without a GPU."""
-    path = Path(path)
-    fields = ["device", "date", "commit", "implementation", "seq_len", "tflops", "peak_bytes"]
-    with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({"device": device, "date": date, "commit": commit, "implementation": row["implementation"],
-                             "seq_len": row["seq_len"], "tflops": row["tflops"], "peak_bytes": row["peak_bytes"]})
-    return path
-
-
+# ------------------------------------------------------------------ GPU figures on record
 @dataclass(frozen=True)
 class GpuFigure:
     """One figure a GPU reached, for the lecture to plot where this machine has none: ``value`` in
@@ -270,8 +235,8 @@ def _recorded(what: str, key: str, value: float | None = None, unit: str | None 
 
 
 def gpu_figures_on_record() -> dict[str, list[GpuFigure]]:
-    """What the lecture plots where there is no GPU and no recorded run of its own benchmark
-    (``data/attention_gpu.csv``), by unit. TFLOP/s: matrix products recorded on an H100 by the
+    """What the lecture plots where there is no GPU to run its benchmark on, by unit, every figure
+    read through :mod:`course_lib.recorded` or cited. TFLOP/s: matrix products recorded on an H100 by the
     course's runs (lessons 01 and 12; attention is two of them per head) beside the attention
     throughput the FlashAttention papers report (cited). GB/s: lesson 14's row softmax unfused and
     fused into one kernel, recorded, beside the device's copy bandwidth, the most a memory-bound

@@ -125,15 +125,6 @@ def test_allocated_bytes_sees_the_score_matrix():
     assert attention.allocated_bytes(lambda: F.scaled_dot_product_attention(q, q, q)) < naive / 4
 
 
-def test_recorded_rows_round_trip(tmp_path):
-    path = tmp_path / "attention_gpu.csv"
-    assert attention.recorded_gpu_rows(path) == []
-    rows = [{"implementation": "SDPA flash", "seq_len": 1024, "tflops": 300.5, "peak_bytes": 2.5e8}]
-    attention.save_gpu_rows(rows, "NVIDIA H100", "2026-01-01", "abc123", path)
-    back = attention.recorded_gpu_rows(path)
-    assert back[0]["seq_len"] == 1024 and back[0]["tflops"] == 300.5 and back[0]["device"] == "NVIDIA H100"
-
-
 def test_kernel_source_is_read_without_triton():
     text = attention.kernel_source("flash_forward_kernel")
     assert text.startswith("@triton.jit\ndef flash_forward_kernel(") and "_attend_block" in text

@@ -210,10 +210,16 @@ def test_prediction_parts_follow_the_traffic(gpu, copies):
     assert good.moved_bytes == good.useful_bytes == good.cached_bytes == 2 * n * 4
     assert bad.moved_bytes == (32 + 4) * 32 * (n // 32)
     assert bad.memory_s / good.memory_s == pytest.approx(36 / 8)
-    spec = predict.gpu_spec(gpu)
-    assert good.memory_s == pytest.approx(good.moved_bytes / (spec["bandwidth_gbs"] * 1e9 * good.sm_fraction))
-    assert good.launch_s == pytest.approx(10e-6) and good.bound == "launch overhead"
-    assert bad.seconds > good.seconds and gpu in good.sentence()
+    rates = predict.pipe_rates(gpu)
+    assert good.memory_s == pytest.approx(good.moved_bytes / (rates["dram"] * good.sm_fraction))
+    assert good.pipes["L2"] == pytest.approx(good.uncached_bytes / (rates["l2"] * good.sm_fraction))
+    assert (good.l1_lines, bad.l1_lines) == (2 * n // 32, (1 + 32) * n // 32)      # lines per warp: 1 + 1, 1 + 32
+    assert good.shared_passes == bad.shared_passes == 0 and good.pipes["shared memory"] == 0
+    # the launch cost is reported apart, never the kernel's own time
+    assert good.launch_s == pytest.approx(10e-6) and good.bound != "launch overhead"
+    assert good.seconds == max(good.pipes.values()) < good.launch_s
+    assert good.with_launch_s == pytest.approx(good.seconds + good.launch_s)
+    assert bad.seconds > good.seconds and gpu in good.sentence() and "to launch it" in good.sentence()
 
 
 TILE = 32
@@ -317,10 +323,9 @@ def test_a_simulated_slice_predicts_the_full_size(copies):
     scale = 64 * 2**20 / N
     for gpu in predict.GPUS:
         good, bad = (predict.predict(r, gpu, scale=scale) for r in copies)
-        spec = predict.gpu_spec(gpu)
-        assert good.sm_fraction == 1.0 and good.bound == bad.bound == "memory bandwidth"
-        assert good.memory_s == pytest.approx(2 * 4 * 64 * 2**20 / (spec["bandwidth_gbs"] * 1e9))
-        assert (bad.seconds - bad.launch_s) / (good.seconds - good.launch_s) == pytest.approx(36 / 8)
+        assert good.sm_fraction == 1.0 and good.bound == bad.bound == "DRAM"
+        assert good.memory_s == pytest.approx(2 * 4 * 64 * 2**20 / predict.pipe_rates(gpu)["dram"])
+        assert bad.seconds / good.seconds == pytest.approx(36 / 8)
     with pytest.raises(ValueError):
         predict.predict(copies[0], predict.GPUS[0], scale=0.5)
 

@@ -1,0 +1,225 @@
+"""course_lib.simt.prediction's pipes (DRAM, L2, L1, shared memory, compute) on the lesson's transposes,
+and its targets against published GPU measurements (data/transpose_published.csv): the predicted
+ratio of each transpose to a copy within 1.5x of the measured one, and the same ranking."""
+import csv
+
+import numpy as np
+import pytest
+
+from course_lib import hardware, recorded, simt
+from course_lib.simt import prediction as predict
+
+cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
+from numba import float32  # noqa: E402
+
+TILE = 32
+ROWS = 8          # M. Harris's transposes: 32 x 8 threads, each moves 4 elements of a 32 x 32 tile
+SIDE = 64         # the simulated slice; predictions scale it to the published size
+H100 = "NVIDIA H100 SXM5"
+RTX4090 = "NVIDIA GeForce RTX 4090"
+
+
+@cuda.jit
+def copy_rows(a, out):
+    """One element per thread, 32 x 32 threads (the lesson's launch shape)."""
+    col, row = cuda.grid(2)
+    out[row, col] = a[row, col]
+
+
+@cuda.jit
+def naive_one(a, out):
+    col, row = cuda.grid(2)
+    out[col, row] = a[row, col]
+
+
+@cuda.jit
+def tiled_one(a, out):
+    """Through a 32 x 32 tile: the write reads a column of it, a 32-way bank conflict."""
+    tile = cuda.shared.array((TILE, TILE), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    tile[ty, tx] = a[row, col]
+    cuda.syncthreads()
+    out[cuda.blockIdx.x * TILE + ty, cuda.blockIdx.y * TILE + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def padded_one(a, out):
+    tile = cuda.shared.array((TILE, TILE + 1), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    col, row = cuda.grid(2)
+    tile[ty, tx] = a[row, col]
+    cuda.syncthreads()
+    out[cuda.blockIdx.x * TILE + ty, cuda.blockIdx.y * TILE + tx] = tile[tx, ty]
+
+
+@cuda.jit
+def copy_four(a, out):
+    x = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    y = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        out[y + j, x] = a[y + j, x]
+
+
+@cuda.jit
+def naive_four(a, out):
+    x = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    y = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        out[x, y + j] = a[y + j, x]
+
+
+@cuda.jit
+def tiled_four(a, out):
+    tile = cuda.shared.array((TILE, TILE), float32)
+    x = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    y = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        tile[cuda.threadIdx.y + j, cuda.threadIdx.x] = a[y + j, x]
+    cuda.syncthreads()
+    x = cuda.blockIdx.y * TILE + cuda.threadIdx.x
+    y = cuda.blockIdx.x * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        out[y + j, x] = tile[cuda.threadIdx.x, cuda.threadIdx.y + j]
+
+
+@cuda.jit
+def padded_four(a, out):
+    tile = cuda.shared.array((TILE, TILE + 1), float32)
+    x = cuda.blockIdx.x * TILE + cuda.threadIdx.x
+    y = cuda.blockIdx.y * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        tile[cuda.threadIdx.y + j, cuda.threadIdx.x] = a[y + j, x]
+    cuda.syncthreads()
+    x = cuda.blockIdx.y * TILE + cuda.threadIdx.x
+    y = cuda.blockIdx.x * TILE + cuda.threadIdx.y
+    for j in range(0, TILE, ROWS):
+        out[y + j, x] = tile[cuda.threadIdx.x, cuda.threadIdx.y + j]
+
+
+# (threads per block, elements per thread) and lesson kernel -> the kernel that has that shape
+KERNELS = {("32x32", "1"): {"copy": copy_rows, "naive": naive_one, "tiled with bank conflicts": tiled_one,
+                            "padded tile": padded_one},
+           ("32x8", "4"): {"copy": copy_four, "naive": naive_four, "tiled with bank conflicts": tiled_four,
+                           "padded tile": padded_four}}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every kernel above run once on a 64 x 64 float32 slice (checked against a.T or a)."""
+    a = np.arange(SIDE * SIDE, dtype=np.float32).reshape(SIDE, SIDE)
+    found = {}
+    for shape, kernels in KERNELS.items():
+        block = (TILE, TILE) if shape[0] == "32x32" else (TILE, ROWS)
+        for name, kernel in kernels.items():
+            out = np.zeros_like(a)
+            found[shape, name] = simt.run(kernel, (SIDE // TILE, SIDE // TILE), block, a, out)
+            np.testing.assert_array_equal(out, a if name == "copy" else a.T)
+    return found
+
+
+def published() -> list[dict]:
+    with (hardware.DATA_DIR / "transpose_published.csv").open(newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_the_h100_uses_its_recorded_copy_the_others_their_datasheet():
+    h100 = predict.pipe_rates(H100)
+    assert h100["dram"] == recorded.figure("01.copy_bandwidth_gbs").value * 1e9
+    assert h100["dram_source"].startswith("recorded copy")
+    for gpu in predict.GPUS[1:]:
+        rates = predict.pipe_rates(gpu)
+        assert rates["dram"] == predict.gpu_spec(gpu)["bandwidth_gbs"] * 1e9 and rates["dram_source"] == "datasheet"
+    for gpu in predict.GPUS:          # 32 banks x 4 bytes per clock on every SM
+        rates = predict.pipe_rates(gpu)
+        assert rates["shared"] == 128 * rates["clock_hz"] * rates["sms"] and rates["l2"] < rates["l1"]
+
+
+@pytest.mark.parametrize("gpu", predict.GPUS)
+def test_a_32_way_conflict_costs_shared_memory_passes(gpu, runs):
+    """The tile read down a column takes 32 passes per warp: 33 per 32 elements moved against the padded
+    tile's 2. Held in L2 (1024 x 1024, a benchmark loop) that makes the conflicted transpose slower than the
+    padded one on every GPU, bound by shared memory (the old model predicted both at the speed of a copy).
+    At 4096 x 4096 through DRAM, the H100's and A100's shared memory still binds; the RTX 4090's DRAM
+    (1008 GB/s against 3.35 and 2.04 TB/s) is slow enough to hide the conflict."""
+    scale = (1024 / SIDE) ** 2
+    tiled, padded, copy = (predict.predict(runs[("32x8", "4"), k], gpu, scale=scale, repeated=True)
+                           for k in ("tiled with bank conflicts", "padded tile", "copy"))
+    assert tiled.shared_passes == 1024 * 1024 // 32 * 33 and padded.shared_passes == 1024 * 1024 // 32 * 2
+    assert tiled.bound == "shared memory" and padded.bound == copy.bound == "L2"
+    assert tiled.seconds > padded.seconds == pytest.approx(copy.seconds)
+    assert tiled.pipes["shared memory"] == pytest.approx(33 / 2 * padded.pipes["shared memory"])
+    big = predict.predict(runs[("32x8", "4"), "tiled with bank conflicts"], gpu, scale=(4096 / SIDE) ** 2)
+    assert big.bound == ("DRAM" if gpu == RTX4090 else "shared memory")
+
+
+def test_a_naive_transpose_held_in_l2_is_bound_by_l2_sectors():
+    """1024 x 1024 float32 (8 MB) stays in an RTX 4090's 72 MB L2 across a benchmark's launches: no DRAM
+    traffic, and the naive transpose's 32-sector writes cost L2 4.5 times the copy's sectors (the old
+    model moved each distinct sector once through DRAM and predicted it at copy speed)."""
+    a = np.zeros((SIDE, SIDE), np.float32)
+    naive = simt.run(naive_four, (2, 2), (TILE, ROWS), a, np.zeros_like(a))
+    copy = simt.run(copy_four, (2, 2), (TILE, ROWS), a, np.zeros_like(a))
+    scale = (1024 / SIDE) ** 2
+    slow, fast = (predict.predict(r, RTX4090, scale=scale, repeated=True) for r in (naive, copy))
+    assert slow.moved_bytes == fast.moved_bytes == 0 and slow.bound == fast.bound == "L2"
+    assert slow.seconds / fast.seconds == pytest.approx((32 + 4) / (4 + 4))
+    cold = predict.predict(naive, RTX4090, scale=scale)
+    assert cold.moved_bytes == cold.cached_bytes == 2 * 1024 * 1024 * 4      # the first launch reads it once
+
+
+def test_every_published_gpu_the_model_has_no_rates_for_is_marked_unmodelled():
+    rows = published()
+    assert all(r["source"] and r["quote"] and float(r["bandwidth_gbs"]) > 0 for r in rows)
+    for device in {r["device"] for r in rows}:
+        modelled = {r["modelled"] for r in rows if r["device"] == device}
+        assert modelled in ({"yes"}, {"no"}), device
+        if modelled == {"no"}:
+            with pytest.raises(KeyError):
+                predict.pipe_rates(device)
+        else:
+            assert predict.pipe_rates(device)["l2"] > 0
+
+
+def modelled_rows() -> list[dict]:
+    return [r for r in published() if r["modelled"] == "yes"]
+
+
+def ratios(row: dict, runs: dict) -> tuple[float, float]:
+    """(predicted, measured) speed of the row's kernel as a fraction of a copy's, on the row's GPU and size.
+    The copy measured is the GPU's recorded copy where the course has one (the DRAM rate the model uses)."""
+    side = int(row["size"].split(" x ")[0])
+    shape = (row["threads_per_block"], row["elements_per_thread"])
+    scale = (side / SIDE) ** 2
+    kernel = predict.predict(runs[shape, row["lesson_kernel"]], row["device"], scale=scale)
+    copy = predict.predict(runs[shape, "copy"], row["device"], scale=scale)
+    copy_gbs = predict.pipe_rates(row["device"])["dram"] / 1e9
+    return copy.seconds / kernel.seconds, float(row["bandwidth_gbs"]) / copy_gbs
+
+
+LATENCY = ("one element per thread in 1024-thread blocks: each warp has one 128-byte load in flight, then waits "
+           "at the barrier; the model has no latency pipe (Little's law), so it predicts these at the DRAM or "
+           "shared-memory rate")
+MISSES = {"Tiled": LATENCY, "TiledPadded": LATENCY}
+
+
+@pytest.mark.parametrize("row", [pytest.param(r, id=f"{r['device']}-{r['kernel']}",
+                                              marks=[pytest.mark.xfail(strict=True, reason=MISSES[r["kernel"]])]
+                                              if r["kernel"] in MISSES else [])
+                                 for r in modelled_rows()])
+def test_the_predicted_ratio_to_a_copy_is_within_1_5x_of_the_published_one(row, runs):
+    predicted, measured = ratios(row, runs)
+    assert 1 / 1.5 <= predicted / measured <= 1.5, (row["kernel"], predicted, measured)
+
+
+@pytest.mark.xfail(strict=True, reason="the two 32 x 32 one-element tiles run at 0.33 and 0.57 of a copy, latency-"
+                                       "bound; the model ranks the padded one level with the coarsened one")
+def test_the_predicted_ranking_is_the_published_one_on_the_h100(runs):
+    """Kernels measured more than 10 % apart must be predicted in the same order; within 10 %, either."""
+    rows = [r for r in modelled_rows() if r["device"] == H100]
+    speeds = {r["kernel"]: ratios(r, runs) for r in rows}
+    for a in speeds:
+        for b in speeds:
+            (pa, ma), (pb, mb) = speeds[a], speeds[b]
+            if ma > 1.1 * mb:
+                assert pa > 1.02 * pb, (a, b, speeds[a], speeds[b])

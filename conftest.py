@@ -43,18 +43,21 @@ def pytest_configure(config):
 SLOWEST_FIRST = (   # by their seconds in a full run (2-core VM, 2026-11-26), the longest first
     "tests/grading/test_sandbox.py", "tests/browser/test_hub.py", "tests/grading/test_grading_slurm.py",
     "tests/grading/test_grading_parallel_attacks.py",
-    "tests/grading/test_triton_grading.py", "tests/lib/test_simt_agreement.py", "tests/grading/test_grading_kernels.py",
-    "tests/grading/test_grading_attacks.py", "tests/lib/test_parallel_zero.py", "tests/grading/test_grading_attacks_kernels.py",
+    "tests/grading/test_triton_grading.py", "tests/lib/test_simt_agreement.py",
+    "tests/grading/test_grading_kernels.py", "tests/grading/test_grading_attacks.py", "tests/lib/test_parallel_zero.py",
+    "tests/grading/test_grading_attacks_kernels.py",
     "tests/grading/test_triton_grading_attention.py",
-    "tests/grading/test_grading_shards.py", "tests/grading/test_grading_attacks_machine.py", "tests/tools/test_build.py",
+    "tests/grading/test_grading_shards.py", "tests/grading/test_grading_attacks_machine.py",
+    "tests/tools/test_build.py",
     "tests/grading/test_grading_cli_records.py", "tests/tools/test_hub_tryout.py",
     "tests/notebooks/test_lectures.py", "tests/grading/test_wrong_answers.py",   # 10-35 s per lesson
     "tests/notebooks/test_exercise_failures.py",   # 10-15 s per lesson
-    "tests/grading/test_grading_attacks_records.py", "tests/grading/test_grading.py", "tests/lib/test_parallel_launch.py",
-    "tests/tools/test_cli.py", "tests/grading/test_grading_intake.py", "tests/lib/test_parallel_ddp_ps.py",
+    "tests/grading/test_grading_attacks_records.py", "tests/grading/test_grading.py",
+    "tests/lib/test_parallel_launch.py", "tests/tools/test_cli.py", "tests/grading/test_grading_intake.py",
+    "tests/lib/test_parallel_ddp_ps.py",
 )
-PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py", "tests/grading/test_grading.py",
-              "tests/notebooks/test_exercise_failures.py")
+PER_LESSON = ("tests/grading/test_wrong_answers.py", "tests/notebooks/test_lectures.py",
+              "tests/grading/test_grading.py", "tests/notebooks/test_exercise_failures.py")
 LESSON_ID = re.compile(r"\[(\d\d_\w+)")   # a test's lesson parameter, e.g. [13_sharding_and_model_parallelism]
 
 

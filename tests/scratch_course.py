@@ -21,7 +21,6 @@ from pathlib import Path
 from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.paths import NOTEBOOKS
 
-
 FROZEN = Path(__file__).resolve().parent / "grading" / "lessons"
 _COURSES: dict[str, list[Path]] = {}   # lesson -> the roots of this process's scratch courses of it
 

@@ -113,8 +113,9 @@ def _start(top: Path, env: dict) -> None:
     os.chmod(top / "munge-key" / "munge.key", 0o600)
     node = _node()
     (top / "slurm.conf").write_text(_slurm_conf(top, node, free_port_range(2)))
-    subprocess.run(["munged", "--force", f"--key-file={top}/munge-key/munge.key", f"--socket={top}/munge-run/socket",
-                    f"--pid-file={top}/munged.pid", f"--log-file={top}/munged.log", f"--seed-file={top}/munge-key/seed"],
+    subprocess.run(["munged", "--force", f"--key-file={top}/munge-key/munge.key",
+                    f"--socket={top}/munge-run/socket", f"--pid-file={top}/munged.pid",
+                    f"--log-file={top}/munged.log", f"--seed-file={top}/munge-key/seed"],
                    check=True, env=env, capture_output=True)
     subprocess.run(["slurmctld", "-c"], check=True, env=env, capture_output=True)
     subprocess.run(["slurmd", "-N", node["name"]], check=True, env=env, capture_output=True)
@@ -124,7 +125,8 @@ def _start(top: Path, env: dict) -> None:
         if state.stdout.strip() == "idle":
             return
         time.sleep(0.5)
-    raise RuntimeError(f"the Slurm node is not idle after 60 s (sinfo: {state.stdout.strip() or state.stderr.strip()}); "
+    raise RuntimeError("the Slurm node is not idle after 60 s "
+                       f"(sinfo: {state.stdout.strip() or state.stderr.strip()}); "
                        + _logs(top, "slurmctld.log", "slurmd.log", "munged.log"))
 
 

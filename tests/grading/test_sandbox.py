@@ -18,10 +18,10 @@ from scratch_course import lesson_folder, not_passed_in_checker, scratch_course
 
 from course_tools import paths
 from course_tools.grading import feedback, sandbox, segments, submission
-from course_tools.grading.student_kernel import SandboxKernel
-from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.grade import grade_lesson
+from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.sandbox import Limits
+from course_tools.grading.student_kernel import SandboxKernel
 
 LESSON = "00_setup"
 FULL = 10.0
@@ -116,9 +116,10 @@ def _submissions(reference, blank, course_root):
     _insert_after(nb, "ex4_hidden", f"open({str(paths.LIBRARY / 'checks' / 'core.py')!r}, 'a').write('# pwned')\n")
     subs["writes_outside"] = nb
     thief = copy.deepcopy(blank)
+    reference_submission = course_root / "submitted" / "reference" / LESSON / "exercises.ipynb"
     _insert_after(thief, "ex1_nbytes",
                   "import json\n"
-                  f"stolen = json.load(open({str(course_root / 'submitted' / 'reference' / LESSON / 'exercises.ipynb')!r}))\n"
+                  f"stolen = json.load(open({str(reference_submission)!r}))\n"
                   "for c in stolen['cells']:\n"
                   "    if 'def ' in ''.join(c['source']):\n"
                   "        exec(''.join(c['source']))\n")
@@ -319,7 +320,8 @@ def test_restore_test_cells_puts_back_edited_and_deleted_cells():
 def test_sandbox_command_cuts_the_network_and_binds_only_what_it_needs(tmp_path):
     if not sandbox.bubblewrap():
         pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
-    argv = sandbox.sandbox_argv(["python"], tmp_path / "sub", tmp_path / "tmp", tmp_path / "conn", uid=sandbox.SANDBOX_UID_BASE)
+    argv = sandbox.sandbox_argv(["python"], tmp_path / "sub", tmp_path / "tmp", tmp_path / "conn",
+                                uid=sandbox.SANDBOX_UID_BASE)
     assert "--unshare-net" in argv and "--unshare-pid" in argv and "--die-with-parent" in argv
     bound = [argv[i + 1] for i, a in enumerate(argv) if a in ("--bind", "--ro-bind")]
     assert str(paths.REPO / "notebooks") not in bound and str(paths.REPO) not in bound
@@ -395,7 +397,8 @@ def test_a_solution_cell_turned_into_markdown_goes_back_to_the_blank_stub():
 
 
 def test_split_hidden_parts_of_a_test_cell():
-    source = "check_equal('a', f(1), 2)\n### BEGIN HIDDEN TESTS\ncheck_equal('secret', f(7), 49)\n### END HIDDEN TESTS\n"
+    source = ("check_equal('a', f(1), 2)\n"
+              "### BEGIN HIDDEN TESTS\ncheck_equal('secret', f(7), 49)\n### END HIDDEN TESTS\n")
     visible, hidden = segments.split_hidden(source)
     assert visible == "check_equal('a', f(1), 2)\n" and "secret" in hidden and "secret" not in visible
     assert segments.visible_part(source) == visible

@@ -106,6 +106,16 @@ def pipe_rates(gpu: str) -> dict:
             "clock_hz": clock, "sms": sms, "source": row["source"]}
 
 
+def published(device: str | None = None) -> list[dict]:
+    """Published GPU measurements of the lesson's transposes and reductions
+    (``data/transpose_published.csv``: device, kernel as published, the lesson's kernel it is,
+    threads per block, elements per thread, size, ``bandwidth_gbs`` as a float, whether the model has
+    rates for that GPU, source with its address, and the quoted line), of ``device`` if given."""
+    with (DATA_DIR / "transpose_published.csv").open(newline="") as fh:
+        rows = [dict(row, bandwidth_gbs=float(row["bandwidth_gbs"])) for row in csv.DictReader(fh)]
+    return [r for r in rows if device is None or r["device"] == device]
+
+
 @dataclass(frozen=True)
 class Prediction:
     """The estimate and its parts (seconds, bytes, FLOPs, passes) for one launch on one GPU.

@@ -1,8 +1,6 @@
 """course_lib.simt.prediction's pipes (DRAM, L2, L1, shared memory, compute) on the lesson's transposes,
 and its targets against published GPU measurements (data/transpose_published.csv): the predicted
 ratio of each transpose to a copy within 1.5x of the measured one, and the same ranking."""
-import csv
-
 import numpy as np
 import pytest
 
@@ -118,11 +116,6 @@ def runs():
     return found
 
 
-def published() -> list[dict]:
-    with (hardware.DATA_DIR / "transpose_published.csv").open(newline="") as fh:
-        return list(csv.DictReader(fh))
-
-
 def test_the_h100_uses_its_recorded_copy_the_others_their_datasheet():
     h100 = predict.pipe_rates(H100)
     assert h100["dram"] == recorded.figure("01.copy_bandwidth_gbs").value * 1e9
@@ -169,8 +162,9 @@ def test_a_naive_transpose_held_in_l2_is_bound_by_l2_sectors():
 
 
 def test_every_published_gpu_the_model_has_no_rates_for_is_marked_unmodelled():
-    rows = published()
-    assert all(r["source"] and r["quote"] and float(r["bandwidth_gbs"]) > 0 for r in rows)
+    rows = predict.published()
+    assert all(r["source"] and r["quote"] and r["bandwidth_gbs"] > 0 for r in rows)
+    assert {r["device"] for r in predict.published(H100)} == {H100} and len(predict.published(H100)) == 4
     for device in {r["device"] for r in rows}:
         modelled = {r["modelled"] for r in rows if r["device"] == device}
         assert modelled in ({"yes"}, {"no"}), device
@@ -182,7 +176,7 @@ def test_every_published_gpu_the_model_has_no_rates_for_is_marked_unmodelled():
 
 
 def modelled_rows() -> list[dict]:
-    return [r for r in published() if r["modelled"] == "yes"]
+    return [r for r in predict.published() if r["modelled"] == "yes"]
 
 
 def ratios(row: dict, runs: dict) -> tuple[float, float]:
@@ -194,7 +188,7 @@ def ratios(row: dict, runs: dict) -> tuple[float, float]:
     kernel = predict.predict(runs[shape, row["lesson_kernel"]], row["device"], scale=scale)
     copy = predict.predict(runs[shape, "copy"], row["device"], scale=scale)
     copy_gbs = predict.pipe_rates(row["device"])["dram"] / 1e9
-    return copy.seconds / kernel.seconds, float(row["bandwidth_gbs"]) / copy_gbs
+    return copy.seconds / kernel.seconds, row["bandwidth_gbs"] / copy_gbs
 
 
 LATENCY = ("one element per thread in 1024-thread blocks: each warp has one 128-byte load in flight, then waits "

@@ -6,7 +6,8 @@ Each lesson's blank release, made by nbgrader as ``course release`` makes it, ru
 kernel as a student runs it, top to bottom: every test cell fails, each with one line naming the
 function or kernel that is not answered yet. Then the student answers an exercise wrongly and
 runs its test cell again: lesson 03's axpy kernel without its bounds guard (an index outside the
-array) and pool kernel without its barrier (a shared-memory race), lesson 14's add kernel loading
+array), pool kernel without its barrier (a shared-memory race) and dot kernel with its barrier inside
+an `if` (a barrier only part of the block reaches), lesson 14's add kernel loading
 ``x`` without its mask (an address outside the tensor, in Triton's interpreter) and softmax kernel
 masking its lanes at the row stride instead of the row's length (item 4: the visible test now has
 rows whose block reaches their padding). The graded side
@@ -40,6 +41,11 @@ RETRIED = {
           "dimension 0 is out of bounds")),
         ("ex2_pool", edited(S03["ex2_pool"], ("    cuda.syncthreads()\n", "")), "ex2_visible",
          "CheckFailed: pool3_kernel: expected no shared-memory race, got: shared-memory race in block (0)"),
+        # issue 37: the barrier inside `if t < half` (the budget cell: it runs in the SIMT engine on a GPU too)
+        ("ex4_dot", edited(S03["ex4_dot"], ("products[t + half]\n        cuda.syncthreads()",
+                                            "products[t + half]\n            cuda.syncthreads()")), "ex4_budget",
+         ("CheckFailed: dot_kernel: expected every running thread of a block at each cuda.syncthreads(), got: barrier "
+          "reached by part of block (0): the `cuda.syncthreads()` at line 12 of dot_kernel was reached by 16")),
     ],
     "14_triton": [
         ("ex1_add", edited(S14["ex1_add"], ("tl.load(x_ptr + offs, mask=mask)", "tl.load(x_ptr + offs)")), "ex1_budget",

@@ -6,6 +6,10 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 Races (a missing ``cuda.syncthreads()``) fail with the simulator's race message; a missing
 bounds guard fails with its out-of-bounds message; re-reading global memory breaks a budget.
+Issue 37's blind spots: a ``cuda.syncthreads()`` inside a branch that not every running thread of the
+block takes fails with the SIMT engine's barrier message (the values are right); uncoalesced reads
+within the reads-per-thread budget fail the sectors check; sizes that are not multiples of a block
+or tile, and inputs shorter than a block, fail the tests on those sizes.
 """
 
 WRONG_ANSWERS = {
@@ -38,6 +42,11 @@ WRONG_ANSWERS = {
          '                  + (cuda.atomic.add(x, i + 1, 0.0) if i + 1 < x.size else 0.0))'),
         # issue 35: zeroes its input x and never writes out (the pooling of zeros is the zeros out holds)
         ('        out[i] = window[t] + window[t + 1] + window[t + 2]', '        x[i] = 0.0'),
+        # issue 37: the barrier inside `if i < x.size` (threads past the end have nothing to add): they
+        # staged their 0 and halo first, so the values are right, but a partly empty block's warp splits
+        # at the barrier: undefined behaviour on a GPU
+        ('    cuda.syncthreads()\n    if i < x.size:\n        out[i] = window[t] + window[t + 1] + window[t + 2]',
+         '    if i < x.size:\n        cuda.syncthreads()\n        out[i] = window[t] + window[t + 1] + window[t + 2]'),
     ],
     'ex3_tiled': [
         # the naive kernel: correct, but 2k global reads per thread
@@ -70,6 +79,16 @@ WRONG_ANSWERS = {
         # issue 35: zeroes its input a while staging zeros (c = 0 = a @ b computed from the zeroed a)
         ('            a_tile[ty, tx] = a[row, phase * T + tx]',
          '            a[row, phase * T + tx] = 0.0\n            a_tile[ty, tx] = 0.0'),
+        # issue 37: only threads with an output element compute, barriers included: right values, but at
+        # the ragged edges the threads outside c skip both barriers while the others wait (undefined on a GPU)
+        ('        cuda.syncthreads()\n        for k in range(T):\n            total += a_tile[ty, k] * b_tile[k, tx]\n'
+         '        cuda.syncthreads()\n',
+         '        if row < c.shape[0] and col < c.shape[1]:\n            cuda.syncthreads()\n'
+         '            for k in range(T):\n'
+         '                total += a_tile[ty, k] * b_tile[k, tx]\n            cuda.syncthreads()\n'),
+        # issue 37: the phases rounded down: right for inner sizes that are multiples of T, the last partial
+        # tile of a and b missing otherwise
+        ('    for phase in range((a.shape[1] + T - 1) // T):', '    for phase in range(a.shape[1] // T):'),
     ],
     'ex4_dot': [
         # no barrier between halving steps: a thread reads a slot another thread is still adding to (a race)
@@ -100,6 +119,13 @@ WRONG_ANSWERS = {
         # issue 35: zeroes its input x and sums zeros (x @ y computed from the zeroed x is 0)
         ('    products[t] = x[i] * y[i] if i < x.size else 0.0',
          '    if i < x.size:\n        x[i] = 0.0\n    products[t] = 0.0'),
+        # issue 37: the barrier inside `if t < half`: the right sum in the engine and in Numba's simulator,
+        # but the threads that do not add skip it: undefined behaviour on a GPU
+        ('            products[t] += products[t + half]\n        cuda.syncthreads()\n',
+         '            products[t] += products[t + half]\n            cuda.syncthreads()\n'),
+        # issue 37: the halving starts at half the input's length when x is shorter than a block ("no need
+        # to add the empty slots"): right for x of R values or more, slots lost for fewer (25, 12, 6, ...)
+        ('    half = R // 2\n', '    half = min(R, x.size) // 2\n'),
     ],
     'ex5_rowsum': [
         # no barrier between halving steps (a race)
@@ -124,6 +150,14 @@ WRONG_ANSWERS = {
          '        out[row] = acc'),
         # issue 35: zeroes its input a and writes the sums of zeros
         ('        acc += a[row, col]', '        a[row, col] = 0.0'),
+        # issue 37: each thread adds its own run of ceil(n / R) neighbouring columns: the reads per thread
+        # of the budget, but a warp's 32 threads read 32 columns ceil(n / R) apart: uncoalesced
+        ('    for col in range(t, a.shape[1], R):\n',
+         '    per_thread = (a.shape[1] + R - 1) // R\n'
+         '    for col in range(t * per_thread, min(a.shape[1], (t + 1) * per_thread)):\n'),
+        # issue 37: the barrier inside `if t < step` (undefined behaviour on a GPU; right values here)
+        ('            lanes[t] += lanes[t + step]\n        cuda.syncthreads()\n',
+         '            lanes[t] += lanes[t + step]\n            cuda.syncthreads()\n'),
     ],
     'ex6_scan': [
         # no barrier between reading the neighbour and writing one's own slot (a race)
@@ -138,6 +172,12 @@ WRONG_ANSWERS = {
         ('        out[i] = vals[t]', '        out[i] = vals[t] - x[i]'),
         # issue 26: zeroes its input x and never writes out (zeros are the scan of zeros)
         ('        out[i] = vals[t]', '        x[i] = 0.0'),
+        # issue 37: only the threads that have a left neighbour read, wait and add: the barrier between
+        # reading and adding is inside `if t >= offset` (undefined behaviour on a GPU; right values here)
+        ('        left = vals[t - offset] if t >= offset else 0.0\n        cuda.syncthreads()\n'
+         '        vals[t] += left\n',
+         '        if t >= offset:\n            left = vals[t - offset]\n            cuda.syncthreads()\n'
+         '            vals[t] += left\n'),
     ],
     'ex7_naive': [
         # a copy, not a transpose: out[row, col] (and out has the transposed shape)
@@ -178,6 +218,10 @@ WRONG_ANSWERS = {
          '        if row == 0 and col == 0:\n'
          '            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
          '        for r in range(reps):\n            out[col, row] = a[row, col]'),
+        # issue 37: the barrier inside the guard of the read (only threads that load an element wait): at
+        # the edges of a the threads outside it skip the barrier: undefined behaviour on a GPU
+        ('        tile[ty, tx] = a[row, col]\n    cuda.syncthreads()\n',
+         '        tile[ty, tx] = a[row, col]\n        cuda.syncthreads()\n'),
     ],
     'ex8_padded': [
         # the unpadded tile: a column of it lies in one bank, a 32-way conflict
@@ -207,6 +251,9 @@ WRONG_ANSWERS = {
          '        if row == 0 and col == 0:\n'
          '            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
          '        for r in range(reps):\n            out[col, row] = tile[ty, tx]'),
+        # issue 37: the barrier inside the guard of the read, as in ex7_tiled (undefined behaviour on a GPU)
+        ('        tile[ty, tx] = a[row, col]\n    cuda.syncthreads()\n',
+         '        tile[ty, tx] = a[row, col]\n        cuda.syncthreads()\n'),
     ],
 }
 

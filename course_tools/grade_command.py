@@ -54,6 +54,56 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
 
 
+def _lesson_and_shard(args) -> tuple[Path, tuple[int, int]]:
+    """The one lesson folder and the shard (index, count) that a `course grade` command line names;
+    ValueError with the line to print for bad input (no such lesson, more than one, a malformed
+    --shard, a missing --submissions folder)."""
+    from .paths import lesson_dirs
+
+    try:
+        lessons = lesson_dirs(args.lesson)
+    except (SystemExit, Exception) as exc:  # noqa: BLE001 - bad input: one line, not a traceback
+        raise ValueError(f"unknown lesson {args.lesson!r} ({exc})") from None
+    if len(lessons) != 1:
+        raise ValueError(f"give exactly one lesson, not {args.lesson!r}")
+    shard = (0, 1)
+    if args.shard:
+        try:
+            index, count = (int(x) for x in args.shard.split("/"))
+            assert 0 <= index < count
+        except (ValueError, AssertionError):
+            raise ValueError(f"--shard wants I/N with 0 <= I < N, not {args.shard!r}") from None
+        shard = (index, count)
+    if args.submissions and not Path(args.submissions).is_dir():
+        raise ValueError(f"no submissions folder {args.submissions}")
+    return lessons[0], shard
+
+
+def _sandbox_and_limits(args):
+    """(whether student code runs sandboxed, its Limits) for a `course grade` command line, with
+    the warning and the limits in force printed; None when no sandbox can be had and the command
+    did not accept grading without one."""
+    from .grading import sandbox as grading_sandbox
+    from .grading.sandbox import Limits, limits_in_force
+
+    sandbox = not args.no_sandbox_i_trust_this_code
+    if not sandbox:
+        print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
+              "this user can, use the network and other students' work. Only for code you trust.",
+              file=sys.stderr)
+    elif not grading_sandbox.bubblewrap():
+        print("course grade: refusing to run student code without a sandbox. "
+              f"{grading_sandbox.why_no_sandbox()} "
+              "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
+        return None
+    limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
+                    notebook_seconds=args.notebook_timeout, gpu=args.gpu)
+    print(f"limits: memory and processes bounded {limits_in_force()}"
+          + ("; GPU passed in (no address-space limit)" if args.gpu else "; no GPU inside the sandbox"),
+          file=sys.stderr)
+    return sandbox, limits
+
+
 def cmd_grade(args) -> int:
     """Sandboxed autograding of one lesson's submissions (all, or one shard), then the grades
     CSV, gradebook and feedback; or (--merge) the shards of the last run into one CSV and
@@ -62,32 +112,14 @@ def cmd_grade(args) -> int:
     it scored); 1 for a grader fault or bad input; 2 when no sandbox is available and the grader
     did not accept that; 130 when interrupted (Ctrl-C: the CSV written says who was not graded).
     SIGTERM ends it by that signal, after the same CSV."""
-    from .grading import sandbox as grading_sandbox
     from .grading.grade import grade_lesson, merge_lesson
     from .grading.nbgrader_course import GradingError
-    from .grading.sandbox import Limits, SandboxUnavailable, limits_in_force
-    from .paths import lesson_dirs
+    from .grading.sandbox import SandboxUnavailable
 
     try:
-        lessons = lesson_dirs(args.lesson)
-    except (SystemExit, Exception) as exc:  # noqa: BLE001 - bad input: one line, not a traceback
-        print(f"course grade: unknown lesson {args.lesson!r} ({exc})", file=sys.stderr)
-        return 1
-    if len(lessons) != 1:
-        print(f"course grade: give exactly one lesson, not {args.lesson!r}", file=sys.stderr)
-        return 1
-    lesson = lessons[0]
-    shard = (0, 1)
-    if args.shard:
-        try:
-            index, count = (int(x) for x in args.shard.split("/"))
-            assert 0 <= index < count
-        except (ValueError, AssertionError):
-            print(f"course grade: --shard wants I/N with 0 <= I < N, not {args.shard!r}", file=sys.stderr)
-            return 1
-        shard = (index, count)
-    if args.submissions and not Path(args.submissions).is_dir():
-        print(f"course grade: no submissions folder {args.submissions}", file=sys.stderr)
+        lesson, shard = _lesson_and_shard(args)
+    except ValueError as exc:
+        print(f"course grade: {exc}", file=sys.stderr)
         return 1
     started = None
     try:
@@ -98,21 +130,10 @@ def cmd_grade(args) -> int:
         if args.merge:
             outcomes = merge_lesson(lesson)
         else:
-            sandbox = not args.no_sandbox_i_trust_this_code
-            if not sandbox:
-                print("WARNING: grading WITHOUT a sandbox: student code can read and change every file "
-                      "this user can, use the network and other students' work. Only for code you trust.",
-                      file=sys.stderr)
-            elif not grading_sandbox.bubblewrap():
-                print("course grade: refusing to run student code without a sandbox. "
-                      f"{grading_sandbox.why_no_sandbox()} "
-                      "To grade code you trust anyway, pass --no-sandbox-i-trust-this-code.", file=sys.stderr)
+            chosen = _sandbox_and_limits(args)
+            if chosen is None:
                 return 2
-            limits = Limits(memory_bytes=int(args.memory_gib * 2**30), cell_seconds=args.cell_timeout,
-                            notebook_seconds=args.notebook_timeout, gpu=args.gpu)
-            print(f"limits: memory and processes bounded {limits_in_force()}"
-                  + ("; GPU passed in (no address-space limit)" if args.gpu else "; no GPU inside the sandbox"),
-                  file=sys.stderr)
+            sandbox, limits = chosen
             started = time.time()
             outcomes = grade_lesson(lesson, submissions=Path(args.submissions) if args.submissions else None,
                                     workers=args.workers, limits=limits, sandbox=sandbox,
@@ -123,16 +144,23 @@ def cmd_grade(args) -> int:
     except KeyboardInterrupt:   # Ctrl-C: grade_lesson wrote what it had before passing it on
         print(f"course grade: interrupted (Ctrl-C); {_what_was_written(lesson.name, shard, started)}", file=sys.stderr)
         return 130
+    return _report(outcomes, lesson.name, shard, args)
+
+
+def _report(outcomes, lesson: str, shard: tuple[int, int], args) -> int:
+    """One line per student (score out of the maximum, the reasons), then where the results are;
+    the exit status: 1 when the grader failed a student (a refused submission was processed:
+    its row says why), else 0."""
     for o in outcomes:
         got = f"{o.score:g}" if o.score == o.score else ("error" if o.status == "error" else "none")
         print(f"{o.student:20} {got:>6} / {o.max_score:g}   {o.reason}")
-    failed = any(o.status == "error" for o in outcomes)  # a refused submission is processed: its row says why
+    failed = any(o.status == "error" for o in outcomes)
     if shard[1] > 1 and not args.merge:
-        print(f"shard {shard[0]}/{shard[1]} done; after every shard: course grade {lesson.name} --merge")
+        print(f"shard {shard[0]}/{shard[1]} done; after every shard: course grade {lesson} --merge")
         return 1 if failed else 0
-    print(f"grades: {BUILD / f'grades_{lesson.name}.csv'}")
+    print(f"grades: {BUILD / f'grades_{lesson}.csv'}")
     if not args.no_feedback:
-        print(f"feedback: {REPO / 'feedback'}/<student>/{lesson.name}/")
+        print(f"feedback: {REPO / 'feedback'}/<student>/{lesson}/")
     return 1 if failed else 0
 
 

@@ -44,8 +44,8 @@ from pathlib import Path
 import nbformat
 
 from ..paths import GRADED_NOTEBOOK
-from .nbgrader_course import CourseDir, GradingError
 from .intake import STUDENT_NAME
+from .nbgrader_course import CourseDir, GradingError
 from .wire import valid_text
 
 
@@ -237,8 +237,6 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
     raise: the live gradebook stays as it was), then the copy in place of the live one (one
     rename). The live gradebook is locked against other writers from the copy to the rename;
     raises _Stopped, leaving it untouched, when ``pending`` receives a signal first."""
-    from nbgrader.utils import parse_utc
-
     live = course.root / "gradebook.db"
     course.settings()  # a course without a gradebook gets an empty one first
     for old in live.parent.glob("gradebook.db.merge-*.tmp"):  # left by a merge killed outright
@@ -259,32 +257,7 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
         for o, folder in entries:
             if pending:
                 raise _Stopped()
-            if not STUDENT_NAME.fullmatch(o.student):  # a refused folder with an odd name: never in the gradebook
-                o.score, o.cells = (float("nan"), {}) if o.status == "refused" else (o.score, o.cells)
-                continue
-            graded = folder / "graded" / f"{o.student}.ipynb"
-            if o.status == "graded":  # without a graded notebook (it could not be written): 0, its reason says why
-                try:
-                    nb = nbformat.read(str(graded), as_version=4) if graded.exists() else None
-                    if nb is None:
-                        drop_grades(copy, lesson, o.student)
-                    save_grades(copy, lesson, o.student, nb, parse_utc(o.timestamp) if o.timestamp else None)
-                    o.score, o.max_score, o.cells = read_scores(copy, lesson, o.student)
-                    continue
-                except Exception as exc:  # noqa: BLE001 - this student's row says so; the others are recorded
-                    o.status, o.score, o.cells = "error", float("nan"), {}
-                    o.reasons.append(f"grader error: the gradebook refused the grades ({type(exc).__name__}: "
-                                     f"{' '.join(str(exc).split())[:200]}); it holds no score for this lesson")
-                    drop_grades(copy, lesson, o.student)  # whatever half of it was written goes
-                    continue
-            if o.status == "refused":  # the new submission has no score: nor has the gradebook
-                drop_grades(copy, lesson, o.student)
-                o.score, o.cells = float("nan"), {}
-            else:  # not graded, for the grader's reason: an earlier score stays, and the row says so
-                o.score, o.cells = float("nan"), {}
-                kept = earlier_score(copy, lesson, o.student)
-                o.reasons.append(f"the gradebook keeps the earlier score {kept[0]:g} (submitted {kept[1]})" if kept
-                                 else "the gradebook holds no score for this lesson")
+            _record_student(copy, lesson, o, folder)
         if before_replace is not None:
             before_replace()
         if pending:
@@ -297,6 +270,41 @@ def _record_gradebook(course: CourseDir, lesson: str, entries: list, pending: li
     finally:
         lock.close()
         work.unlink(missing_ok=True)
+
+
+def _record_student(book: CourseDir, lesson: str, o: Outcome, folder: Path) -> None:
+    """One student's result (``o``, its shard's ``folder``) into the gradebook of ``book``, and
+    ``o``'s score made what the gradebook holds: a graded notebook's scores (0 without one: it
+    could not be written, and its reason says why); none for a refused submission; for a student
+    the grader failed, the earlier score is kept and the row says so. A folder whose name is no
+    student id (refused) never reaches the gradebook."""
+    from nbgrader.utils import parse_utc
+
+    if not STUDENT_NAME.fullmatch(o.student):
+        o.score, o.cells = (float("nan"), {}) if o.status == "refused" else (o.score, o.cells)
+        return
+    if o.status == "graded":
+        graded = folder / "graded" / f"{o.student}.ipynb"
+        try:
+            nb = nbformat.read(str(graded), as_version=4) if graded.exists() else None
+            if nb is None:
+                drop_grades(book, lesson, o.student)
+            save_grades(book, lesson, o.student, nb, parse_utc(o.timestamp) if o.timestamp else None)
+            o.score, o.max_score, o.cells = read_scores(book, lesson, o.student)
+        except Exception as exc:  # noqa: BLE001 - this student's row says so; the others are recorded
+            o.status, o.score, o.cells = "error", float("nan"), {}
+            o.reasons.append(f"grader error: the gradebook refused the grades ({type(exc).__name__}: "
+                             f"{' '.join(str(exc).split())[:200]}); it holds no score for this lesson")
+            drop_grades(book, lesson, o.student)  # whatever half of it was written goes
+        return
+    if o.status == "refused":  # the new submission has no score: nor has the gradebook
+        drop_grades(book, lesson, o.student)
+        o.score, o.cells = float("nan"), {}
+    else:  # not graded, for the grader's reason: an earlier score stays, and the row says so
+        o.score, o.cells = float("nan"), {}
+        kept = earlier_score(book, lesson, o.student)
+        o.reasons.append(f"the gradebook keeps the earlier score {kept[0]:g} (submitted {kept[1]})" if kept
+                         else "the gradebook holds no score for this lesson")
 
 
 def _copy_pages(course: CourseDir, lesson: str, entries: list) -> list[str]:

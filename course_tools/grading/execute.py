@@ -34,9 +34,11 @@ from .sandboxed_process import SIGNALS, signal_of
 from .segments import failing_label, hidden_labels, split_hidden
 from .student_kernel import SandboxKernel
 
-_WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines() if not ln.startswith("from __future__"))
+_WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines()
+                         if not ln.startswith("from __future__"))
 HELPERS = (f"import types as _t\n_course_wire = _t.ModuleType('_course_wire')\n"
-           f"exec(compile({(_WIRE_SOURCE + wire.KERNEL_HELPERS)!r}, '<course helpers>', 'exec'), _course_wire.__dict__)\n"
+           f"exec(compile({(_WIRE_SOURCE + wire.KERNEL_HELPERS)!r}, '<course helpers>', 'exec'), "
+           "_course_wire.__dict__)\n"
            "del _t\n")
 
 
@@ -59,7 +61,8 @@ def _stdout(run) -> str:
     return "".join(o.get("text", "") for o in run.outputs if o.get("name") == "stdout")
 
 
-def _error_output(ename: str, evalue: str, lines=()) -> dict:
+def error_output(ename: str, evalue: str, lines=()) -> dict:
+    """A notebook error output: ``ename: evalue``, then ``lines`` (the test cell's own lines)."""
     return {"output_type": "error", "ename": ename, "evalue": evalue,
             "traceback": [f"{ename}: {evalue}", *lines]}
 
@@ -83,7 +86,8 @@ def _describe_failure(run, number: int, limits: Limits, limit_hit: str = "", set
     if run.ename == "MemoryError":
         return f"memory limit reached in {where} (MemoryError; limit {limits.memory_bytes / 2**30:g} GiB)"
     text = f"{run.ename}: {run.evalue}"
-    if "Network is unreachable" in text or "Temporary failure in name resolution" in text or "Name or service not known" in text:
+    if any(words in text for words in ("Network is unreachable", "Temporary failure in name resolution",
+                                       "Name or service not known")):
         return f"network access is blocked while grading ({where}: {text[:120]})"
     if "Read-only file system" in text or "Permission denied" in text:
         return f"{where} tried to write or read outside its own folder, which is not allowed ({text[:120]})"
@@ -163,7 +167,8 @@ class Runner:
             kinds = self._ask_kernel(f"_course_wire._course_names({self.token!r}, {names!r})", 30) if names else {}
             if not isinstance(kinds, dict) or "timeout" in kinds:
                 kinds = {n: ["missing", None] for n in names}
-            kinds = {n: v for n, v in kinds.items() if n in self.lesson["names"] and isinstance(v, list) and len(v) == 2}
+            kinds = {n: v for n, v in kinds.items()
+                     if n in self.lesson["names"] and isinstance(v, list) and len(v) == 2}
             self.kinds = kinds
         self.checker.send({"op": "names", "kinds": kinds, "ns": ns})
         if self.checker.receive(30) is None:
@@ -242,7 +247,7 @@ def _checker_outputs(reply: dict) -> list:
     if reply.get("stdout"):
         outputs.append({"output_type": "stream", "name": "stdout", "text": reply["stdout"][-20000:]})
     if not reply.get("ok"):
-        outputs.append(_error_output(reply.get("ename", "Error"), reply.get("evalue", ""), reply.get("lines", [])))
+        outputs.append(error_output(reply.get("ename", "Error"), reply.get("evalue", ""), reply.get("lines", [])))
     return outputs
 
 
@@ -275,7 +280,7 @@ def _student_cell(r: Runner, ex: Execution, cell, index: int, deadline: float, t
     if run.truncated:
         ex.notes.append(f"output of cell {number} cut (limits: {limits.output_bytes} bytes per cell, "
                         f"{limits.notebook_output_bytes} per notebook)")
-    ex.outputs[index] = list(run.outputs) + ([_error_output("SandboxLimit", note or "stopped")]
+    ex.outputs[index] = list(run.outputs) + ([error_output("SandboxLimit", note or "stopped")]
                                              if run.status in ("timeout", "died") else [])
     if run.status == "ok":
         r.replay.append(cell.source)
@@ -332,18 +337,19 @@ def hidden_outputs(labels: list, reply: dict) -> list:
     ok = bool(reply.get("ok"))
     if not labels:
         return [{**stream, "text": "hidden tests: passed\n"} if ok else
-                _error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")]
+                error_output("CheckFailed", "a hidden test failed (hidden tests are not shown)")]
     names = [label for _, label in labels]
     if ok:
         return [{**stream, "text": "".join(f"hidden test passed: {name}\n" for name in names)}]
     at = reply.get("at")
     failed = failing_label(labels, at if type(at) is int else None)
     if failed is None:   # stopped before a test said which (a time limit, a checker that stopped)
-        return [_error_output("CheckFailed", f"a hidden test failed ({NOT_SHOWN}); the hidden tests: "
+        return [error_output("CheckFailed", f"a hidden test failed ({NOT_SHOWN}); the hidden tests: "
                               + "; ".join(names))]
-    outputs = [{**stream, "text": "".join(f"hidden test passed: {name}\n" for name in names[:failed])}] if failed else []
+    passed = "".join(f"hidden test passed: {name}\n" for name in names[:failed])
+    outputs = [{**stream, "text": passed}] if failed else []
     later = [f"not run after it: {'; '.join(names[failed + 1:])}"] if failed + 1 < len(names) else []
-    return outputs + [_error_output("CheckFailed", f"hidden test failed: {names[failed]} ({NOT_SHOWN})", later)]
+    return outputs + [error_output("CheckFailed", f"hidden test failed: {names[failed]} ({NOT_SHOWN})", later)]
 
 
 def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int = 0, sandbox: bool = True,

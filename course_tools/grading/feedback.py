@@ -5,8 +5,9 @@ cells show their visible source and the checker's verdict (the check's "expected
 message first, then the test cell's line; never checker code); hidden tests show only each
 hidden test's label (what it checks, written in the notebook as ``# hidden test: ...``) with
 passed, failed or not run (``execute.hidden_outputs``), because their source, arguments, expected
-values and the checker's messages about them never leave the grader. The student's own cells show what they printed up to the moment hidden data reached
-their kernel (``execute`` withholds the rest). Student output is plain text, PNG or JPEG only
+values and the checker's messages about them never leave the grader. The student's own cells
+show what they printed up to the moment hidden data reached their kernel (``execute`` withholds
+the rest). Student output is plain text, PNG or JPEG only
 (no HTML, JavaScript, SVG or Markdown outputs, all of it escaped by the template) and markdown
 cells the student wrote are shown as escaped text, so nothing a student writes runs in the
 reader's browser. Math renders offline with the local MathJax of

@@ -30,7 +30,7 @@ from tqdm import tqdm
 from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
 from . import sandboxed_process
 from .cells import grade_id, ids_of_test_cells, is_test_cell, max_score, points
-from .execute import Execution, Verdict, _error_output, execute_submission
+from .execute import Execution, Verdict, error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, mathjax_into, render_html, safe_outputs
 from .intake import (
     STUDENT_NAME,
@@ -84,11 +84,11 @@ def _graded_notebook(nb, ex: Execution):
             continue
         cell.execution_count = None
         if is_test_cell(cell):
-            verdict = ex.verdicts.get(grade_id(cell)) or Verdict(False, [_error_output("NotRun", "not run")])
+            verdict = ex.verdicts.get(grade_id(cell)) or Verdict(False, [error_output("NotRun", "not run")])
             outputs = [o for o in verdict.outputs if o["output_type"] == "stream" and o["name"] == "stdout"]
             if not verdict.passed:
                 errors = [o for o in verdict.outputs if o["output_type"] == "error"]
-                outputs += errors[:1] or [_error_output("TestFailed", "the test did not pass")]
+                outputs += errors[:1] or [error_output("TestFailed", "the test did not pass")]
         else:
             outputs = safe_outputs(ex.outputs.get(index, []))
         cell.outputs = [nbformat.from_dict(o) for o in outputs]
@@ -393,7 +393,8 @@ def grade_lesson(lesson_dir: Path, course: CourseDir | None = None, submissions:
         # SIGTERM's ends the process, SIGINT's raises KeyboardInterrupt, which `course grade` ends with 130)
         signal.raise_signal(received[0])
     if failure:
-        raise GradingError(f"{failure} (the CSV says which students were not graded)" if merged is not None else failure)
+        raise GradingError(f"{failure} (the CSV says which students were not graded)" if merged is not None
+                           else failure)
     return merged if merged is not None else [done[s] for s in mine]
 
 
@@ -416,7 +417,8 @@ def _grade_and_write_shard(ctx: dict, mine: list[str], refused: dict, reference_
         sandboxed_process.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
         sandboxed_process.STOPPING.clear()
         by = f" ({STOP_SIGNALS[stopped_by]})" if stopped_by else ""   # else a fault that ends the grader
-        why = f"grader error: {failure[:300]}" if failure else f"not graded: the grader was stopped{by} before this submission"
+        why = (f"grader error: {failure[:300]}" if failure
+               else f"not graded: the grader was stopped{by} before this submission")
         done.update({s: Outcome(s, status="error", score=float("nan"), max_score=ctx["max_score"], reasons=[why])
                      for s in mine if s not in done})
         write_shard(ctx["out"], [done[s] for s in mine], complete)

@@ -93,7 +93,8 @@ def inspect_folder(folder: Path) -> list[tuple[str, int]]:
                     continue
                 shown = (rel + "/" + name).lstrip("/")
                 if not PLAIN_NAME.fullmatch(name) or name.strip() != name:
-                    raise SubmissionProblem(f"refused: the file name {shown!r} is not plain (letters, digits, . _ - + @ ( ) and spaces)")
+                    raise SubmissionProblem(f"refused: the file name {shown!r} is not plain "
+                                            "(letters, digits, . _ - + @ ( ) and spaces)")
                 count += 1
                 mode = entry.stat(follow_symlinks=False).st_mode
                 if stat.S_ISDIR(mode):
@@ -104,10 +105,12 @@ def inspect_folder(folder: Path) -> list[tuple[str, int]]:
                     size = entry.stat(follow_symlinks=False).st_size
                     total += size
                     if size > MAX_FILE_BYTES:
-                        raise SubmissionProblem(f"refused: {shown} is {size / 2**20:.1f} MiB (limit {MAX_FILE_BYTES / 2**20:g} MiB per file)")
+                        raise SubmissionProblem(f"refused: {shown} is {size / 2**20:.1f} MiB "
+                                                f"(limit {MAX_FILE_BYTES / 2**20:g} MiB per file)")
                     files.append((shown, size))
                 else:
-                    raise SubmissionProblem(f"refused: {shown} is {file_kind(mode)}; a submission holds regular files only")
+                    raise SubmissionProblem(f"refused: {shown} is {file_kind(mode)}; "
+                                            "a submission holds regular files only")
                 if count > MAX_FILES or total > MAX_TOTAL_BYTES:
                     raise SubmissionProblem(f"refused: more than {MAX_FILES} files or {MAX_TOTAL_BYTES / 2**20:g} MiB")
     return sorted(files)
@@ -207,8 +210,8 @@ def class_rows(submissions: Path) -> list[tuple[str, Path]]:
     return sorted((repr(p.name)[1:-1], p) for p in entries)
 
 
-def import_submissions(course: CourseDir, lesson: str, submissions: Path,
-                       entries: list[tuple[str, Path]] | None = None) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
+def import_submissions(course: CourseDir, lesson: str, submissions: Path, entries: list[tuple[str, Path]] | None = None
+                       ) -> tuple[dict[str, str], dict[str, list[str]], list[str]]:
     """Copy ``DIR/<student>/...`` (or ``DIR/<student>/<lesson>/...``) into submitted/ after
     inspecting it, with a ``timestamp.txt`` of the grader's: now, or the time of the earlier
     copy when the files have not changed since (a student's own timestamp.txt is not copied).

@@ -4,9 +4,9 @@ nbgrader runs on a course directory (its release and autograde converters in thi
 other commands as ``nbgrader`` subprocesses), either the real one (the repository root, as
 configured in ``nbgrader_config.py``) or a scratch one (``round_trip``, for ``course build``).
 nbgrader generates the student version (once, as the grader's trusted copy under ``build/``,
-which ``release`` copies into ``release/`` for students), scores and keeps the gradebook; it never judges a test cell (the trusted
-checker does, ``execute``). ``autograde`` remains for the benchmark that compares the course's
-grader with plain nbgrader.
+which ``release`` copies into ``release/`` for students), scores and keeps the gradebook; it
+never judges a test cell (the trusted checker does, ``execute``). ``autograde`` remains for the
+benchmark that compares the course's grader with plain nbgrader.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from pathlib import Path
 from nbgrader.api import Gradebook, MissingEntry
 
 from ..paths import BUILD, GRADED_NOTEBOOK
+
 
 class GradingError(RuntimeError):
     """nbgrader itself failed (not a student's notebook)."""

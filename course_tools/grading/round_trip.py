@@ -44,8 +44,8 @@ def round_trip(lesson_dir: Path, workdir: Path, limits: Limits | None = None) ->
         target = workdir / "submitted" / student / lesson
         target.mkdir(parents=True)
         shutil.copy2(folder / f"{GRADED_NOTEBOOK}.ipynb", target)
-    outcomes = grade_lesson(lesson_dir, course=course, workers=len(STUDENTS), limits=limits or build_limits(), sandbox=False,
-                            progress=False, feedback=False, reference_student="reference")
+    outcomes = grade_lesson(lesson_dir, course=course, workers=len(STUDENTS), limits=limits or build_limits(),
+                            sandbox=False, progress=False, feedback=False, reference_student="reference")
     reasons = {o.student: o.reasons for o in outcomes}
     ref, max_score = score(course, lesson, "reference")
     blank, _ = score(course, lesson, "blank")

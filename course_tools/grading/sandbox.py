@@ -147,7 +147,7 @@ def rlimit_values(limits: Limits) -> dict:
     return values
 
 
-def _apply_rlimits(limits: Limits) -> None:
+def apply_rlimits(limits: Limits) -> None:
     """Set the rlimits (never above the hard limits this process already has)."""
     for res, (soft, hard) in rlimit_values(limits).items():
         current = resource.getrlimit(res)[1]
@@ -283,7 +283,7 @@ def sandbox_env(venv_bin: Path) -> dict:
     }
 
 
-def _own_process_count() -> int:
+def own_process_count() -> int:
     """Processes and threads of this user id now (RLIMIT_NPROC counts them all)."""
     uid = os.getuid()
     count = 0

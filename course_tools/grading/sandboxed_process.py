@@ -16,8 +16,18 @@ import threading
 from pathlib import Path
 
 from .cpu_share import CpuGroup
-from .sandbox import (Limits, _apply_rlimits, _own_process_count, clear_user, folder_bytes, sandbox_argv, sandbox_env,
-                      sandbox_uid, systemd_scope, usage)
+from .sandbox import (
+    Limits,
+    apply_rlimits,
+    clear_user,
+    folder_bytes,
+    own_process_count,
+    sandbox_argv,
+    sandbox_env,
+    sandbox_uid,
+    systemd_scope,
+    usage,
+)
 
 LIVE: set = set()             # sandboxes started and not yet stopped
 STOPPING = threading.Event()  # set by kill_all: no sandbox starts any more until cleared
@@ -92,13 +102,15 @@ class SandboxedProcess:
         exited workers left behind, included), and bytes in the folders it may write."""
         rss, threads = usage(self.proc.pid, self.limits.memory_bytes)
         if rss > self.limits.memory_bytes:
-            return f"memory limit reached ({rss / 2**30:.2f} GiB in the sandbox, limit {self.limits.memory_bytes / 2**30:g} GiB)"
+            return (f"memory limit reached ({rss / 2**30:.2f} GiB in the sandbox, "
+                    f"limit {self.limits.memory_bytes / 2**30:g} GiB)")
         if threads > self.limits.processes + 8:
             return f"process limit reached ({threads} processes and threads, limit {self.limits.processes})"
         if check_disk:
             disk = sum(folder_bytes(folder, self.limits.disk_bytes) for folder in self._watched() if folder is not None)
             if disk > self.limits.disk_bytes:
-                return f"disk limit reached ({disk / 2**20:.0f} MiB written, limit {self.limits.disk_bytes / 2**20:g} MiB)"
+                return (f"disk limit reached ({disk / 2**20:.0f} MiB written, "
+                        f"limit {self.limits.disk_bytes / 2**20:g} MiB)")
         return ""
 
     def _popen(self, command, submission, tmp, conn_dir, read_only=(), cwd=None, pipes=False):
@@ -107,7 +119,7 @@ class SandboxedProcess:
         venv_bin = Path(sys.executable).parent
         limits = self.limits
         if self.uid is None:  # not root: the process limit counts all our processes
-            limits = Limits(**{**limits.__dict__, "processes": limits.processes + _own_process_count()})
+            limits = Limits(**{**limits.__dict__, "processes": limits.processes + own_process_count()})
         elif self.sandbox:  # this slot's user: nothing of its last sandbox may count against this one
             clear_user(self.uid)
         if self.sandbox:
@@ -120,7 +132,7 @@ class SandboxedProcess:
         self.cpu = CpuGroup() if not (self.sandbox and systemd_scope()) else None
         cpu = self.cpu
         self.proc = subprocess.Popen(
-            argv, preexec_fn=lambda: (os.setsid(), cpu and cpu.join(), _apply_rlimits(limits)), env=env,
+            argv, preexec_fn=lambda: (os.setsid(), cpu and cpu.join(), apply_rlimits(limits)), env=env,
             cwd=None if self.sandbox else cwd, stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
             stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
         with _LIVE_LOCK:

@@ -48,7 +48,8 @@ def nbgrader_problem(meta) -> str | None:
         return "points is not a number >= 0"
     if meta.get("grade") and "points" not in meta:
         return "a graded cell without points"
-    if "schema_version" in meta and (isinstance(meta["schema_version"], bool) or not isinstance(meta["schema_version"], int)):
+    version = meta.get("schema_version")
+    if "schema_version" in meta and (isinstance(version, bool) or not isinstance(version, int)):
         return "schema_version is not a whole number"
     for key in NBGRADER_TEXT:
         if key in meta and not (isinstance(meta[key], str) and len(meta[key]) <= 200):

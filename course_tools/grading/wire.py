@@ -74,7 +74,8 @@ def _tree(value, depth: int = 0):
     if kind is int:
         return value if abs(value) < 2**53 else {"$": "int", "v": str(value)}
     if kind is float:
-        return value if value == value and value not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(value)}
+        finite = value == value and value not in (float("inf"), float("-inf"))
+        return value if finite else {"$": "float", "v": repr(value)}
     if kind in (list, tuple, set, frozenset):
         items = [_tree(v, depth + 1) for v in value]
         return items if kind is list else {"$": kind.__name__, "v": items}
@@ -83,7 +84,8 @@ def _tree(value, depth: int = 0):
     module = getattr(kind, "__module__", "") or ""
     if kind is type and getattr(value, "__module__", "") == "numpy" and value.__name__.isalnum():
         return {"$": "nptype", "v": value.__name__}         # np.float32 and the like
-    if module in ("numpy", "numpy.dtypes") and kind.__name__.endswith("DType") or kind.__name__ == "dtype" and module == "numpy":
+    if (module in ("numpy", "numpy.dtypes") and kind.__name__.endswith("DType")
+            or kind.__name__ == "dtype" and module == "numpy"):
         return {"$": "npdtype", "v": str(value)}
     if module == "numpy" and kind.__name__ == "ndarray":
         return {"$": "ndarray", "v": _npy(value)}

@@ -66,7 +66,8 @@ def chain(node) -> list[str] | None:
     return [node.id, *reversed(parts)]
 
 
-def one_function(name: str, source, language: str, max_source: int, max_nodes: int) -> tuple[ast.Module, ast.FunctionDef]:
+def one_function(name: str, source, language: str, max_source: int,
+                 max_nodes: int) -> tuple[ast.Module, ast.FunctionDef]:
     """(tree, its one ``def``) of a kernel's source as the student's kernel sent it; Refused
     unless it is text of at most ``max_source`` characters and ``max_nodes`` syntax nodes that
     parses to exactly one plain function definition, Unanswered when it still raises the
@@ -106,8 +107,8 @@ class WhitelistCheck(ast.NodeVisitor):
 
     def refuse(self, node, what: str, why: str = "") -> None:
         line = getattr(node, "lineno", None)
-        raise Refused(f"{self.name} uses {what}, which {self.WHO} may not{' (line ' + str(line) + ')' if line else ''}: "
-                      f"{why or self.RULE}")
+        where = f" (line {line})" if line else ""
+        raise Refused(f"{self.name} uses {what}, which {self.WHO} may not{where}: {why or self.RULE}")
 
     def generic_visit(self, node):
         if not isinstance(node, self.ALLOWED):

@@ -337,6 +337,25 @@ def _counting(counter: _Counter, limit: int = MAX_BLOCK):
         builder.__dict__.update(saved)
 
 
+def _span(value) -> int:
+    """Elements from a tensor's first element to its last, the gaps its strides skip included."""
+    return 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
+
+
+def copy_with_strides(value, device):
+    """A copy of a tensor on ``device`` with its shape and strides kept, so that the strides a launch
+    passes still describe it (``.to()`` and ``.clone()`` make a slice of a wider buffer contiguous);
+    other values unchanged."""
+    if not (hasattr(value, "data_ptr") and hasattr(value, "element_size")):
+        return value
+    import torch
+
+    span = _span(value)
+    buf = torch.empty(span, dtype=value.dtype, device=device)
+    buf.copy_(value.as_strided((span,), (1,)))   # every element the strides reach, gaps included
+    return buf.as_strided(value.shape, value.stride())
+
+
 def _guarded(value):
     """A copy of a tensor (its strides kept) with :data:`GUARD_BYTES` of unused memory on either
     side, so that an access just past its end (or before its start) lands outside every
@@ -346,7 +365,7 @@ def _guarded(value):
     import torch
 
     pad = -(-GUARD_BYTES // value.element_size())
-    span = 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
+    span = _span(value)
     buf = torch.empty(span + 2 * pad, dtype=value.dtype, device=value.device)
     buf[pad:pad + span].copy_(value.as_strided((span,), (1,)))   # every element the strides reach
     return buf.as_strided(value.shape, value.stride(), pad)
@@ -462,7 +481,7 @@ def count(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> Traffi
 
 def launch(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> None:
     """Run ``kernel[grid](*args, **meta)`` where this machine runs Triton: compiled on a GPU
-    (CPU tensors are copied there and the outputs copied back), else in the interpreter,
+    (tensors are copied there, strides kept, and the outputs copied back), else in the interpreter,
     bounds-checked as :func:`count` does (``block_limit`` applies there only: a compiled
     kernel's tensors cannot be watched). Outputs are changed in place, as by a launch.
 
@@ -477,13 +496,12 @@ def launch(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> None:
     refuse_unanswered(kernel)   # compiled, the stub's raise is a compile error; interpreted, a traceback
     refuse_tensor_constants(kernel, args, meta)
     if mode == "interpreter" or type(kernel).__name__ == "InterpretedFunction":   # always bounds-checked
-        cpu = [a.cpu() if isinstance(a, torch.Tensor) else a for a in args]
+        cpu = [copy_with_strides(a, "cpu") if isinstance(a, torch.Tensor) and a.device.type != "cpu" else a
+               for a in args]
         count(kernel, grid, *cpu, outputs=outputs, block_limit=block_limit, **meta)
         _hand_back(_arg_names(kernel), args, cpu, outputs)
         return
-    moved = [a.to("cuda") if isinstance(a, torch.Tensor) else a for a in args]
-    if any(m is a for m, a in zip(moved, args) if isinstance(a, torch.Tensor)):   # already there: the caller's own
-        moved = [m.clone() if isinstance(m, torch.Tensor) else m for m in moved]
+    moved = [copy_with_strides(a, "cuda") for a in args]   # copies (never the caller's own), strides kept
     kernel[_grid(grid)](*moved, **meta)
     torch.cuda.synchronize()
     _hand_back(_arg_names(kernel), args, moved, outputs)

@@ -175,6 +175,30 @@ def test_results_of_a_counted_launch_reach_the_callers_tensors():
     assert torch.equal(out, x)
 
 
+@triton.jit
+def copy_rows_kernel(x_ptr, out_ptr, n_cols, stride_xr, stride_xc, stride_or, stride_oc, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_xr + cols * stride_xc, mask=mask)
+    tl.store(out_ptr + row * stride_or + cols * stride_oc, x, mask=mask)
+
+
+def test_strided_tensors_reach_the_kernel_with_their_strides():
+    """A slice of a wider buffer or a transpose (lesson 14's matmul gets both): the launch passes the
+    caller's strides, so the copy the kernel runs on (on the device with a GPU, where `.to()` would
+    make a slice contiguous) keeps them, and the output lands in the caller's view only."""
+    wide = torch.arange(80.0).reshape(8, 10)
+    for view in (wide[:, 2:7], wide.T, wide[1:, :4].T):
+        copy = triton_traffic.copy_with_strides(view, "cpu")
+        assert copy.stride() == view.stride() and torch.equal(copy, view) and copy.data_ptr() != view.data_ptr()
+        buffer = torch.zeros(view.shape[0], view.shape[1] + 3)
+        out = buffer[:, 1:-2]
+        triton_traffic.launch(copy_rows_kernel, (view.shape[0],), view, out, view.shape[1], *view.stride(),
+                              *out.stride(), outputs=(1,), BLOCK=16)
+        assert torch.equal(out, view) and not buffer[:, 0].any() and not buffer[:, -2:].any()
+
+
 def test_grids_and_blocks_are_bounded():
     with pytest.raises(ValueError, match="programs"):
         triton_traffic.count(copy_kernel, (triton_traffic.MAX_PROGRAMS + 1,), torch.zeros(1), torch.zeros(1), 1,

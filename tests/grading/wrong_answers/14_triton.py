@@ -5,9 +5,12 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 A missing or wrong mask fails with the interpreter's out-of-bounds message (``triton_traffic``);
-loading a block twice breaks a byte budget; numerical mistakes fail the comparison with torch;
-a tensor over the matmul's bound on blocks stops the kernel, and so does a tensor given to a
-tl.constexpr parameter.
+loading a block twice breaks a byte budget; numerical mistakes fail the comparison with torch,
+on the extreme rows of the softmax's tests too (every value near -1e4 to -3e4, values spread from
+-100 to 100), where a shift by 0, by -1e4 or by the mean gives nan or the wrong row; a matmul that
+ignores its strides reads the wrong elements of nn.Linear's ``a @ w.T`` or of slices of wider
+buffers; a tensor over the matmul's bound on blocks stops the kernel, and so does a tensor given to
+a tl.constexpr parameter.
 
 ``LIBRARY_CALLS`` holds, per solution cell, the answer of a student who leans on the library
 instead: a Python object that "launches" by calling torch's own operation (refused by the
@@ -58,6 +61,16 @@ WRONG_ANSWERS = {
         ('    tl.store(out_ptr',
          '    tl.store(x_ptr + row * row_stride + cols, x * 0.0, mask=mask)\n'
          '    tl.store(out_ptr'),
+        # padded lanes load as 0 and are kept out of the sum, but not out of the max: right whenever a
+        # row's max is above 0; a row far below zero is shifted by 0, every exp is 0, and 0 / 0 is nan
+        [('other=-float("inf"))', 'other=0.0)'),
+         ('    num = tl.exp(z)\n', '    num = tl.where(mask, tl.exp(z), 0.0)\n')],
+        # padded lanes load as -1e4, the "large negative number" of fp16-era code, instead of -inf:
+        # right until the row's values lie below -1e4, where a padding lane is the row's max
+        ('other=-float("inf"))', 'other=-1.0e4)'),
+        # the row centred on its mean instead of its max: no overflow for values around +100 (the
+        # deviations stay small), but a row spread from -100 to 100 has exp(100) = inf
+        ('    z = x - tl.max(x, axis=0)\n', '    z = x - tl.sum(tl.where(mask, x, 0.0), axis=0) / n_cols\n'),
     ],
     'ex3_gelu': [
         # the sigmoid approximation of GELU instead of the exact erf form
@@ -90,6 +103,18 @@ WRONG_ANSWERS = {
         # BLOCK_M x BLOCK_N tile per tensor (issue 35)
         [('    rk = tl.arange(0, BLOCK_K)\n', '    rk = tl.arange(0, 64)\n'),
          ('    for k in range(0, K, BLOCK_K):\n', '    for k in range(0, 1):\n')],
+        # the stride arguments ignored, the shape used instead (rows K, N and N apart, columns 1
+        # apart): right for contiguous tensors only, wrong for nn.Linear's a @ w.T and for slices
+        [('rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak', 'rm[:, None] * K + (k + rk)[None, :]'),
+         ('(k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn', '(k + rk)[:, None] * N + rn[None, :]'),
+         ('rm[:, None] * stride_cm + rn[None, :] * stride_cn', 'rm[:, None] * N + rn[None, :]')],
+        # the row strides used, the column strides taken as 1: right for slices of wider buffers,
+        # wrong for a transpose such as w.T (its columns are K apart)
+        [('(k + rk)[None, :] * stride_ak', '(k + rk)[None, :]'), ('rn[None, :] * stride_bn', 'rn[None, :]'),
+         ('rn[None, :] * stride_cn', 'rn[None, :]')],
+        # c taken as contiguous (it is the kernel's own output): a c that is a slice of a wider buffer
+        # gets its rows N apart, over the wrong elements
+        ('rm[:, None] * stride_cm + rn[None, :] * stride_cn', 'rm[:, None] * N + rn[None, :]'),
     ],
 }
 

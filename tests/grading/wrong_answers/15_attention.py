@@ -5,7 +5,10 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``### BEGIN/END SOLUTION`` lines removed): ``(old, new)`` replaces the one occurrence of
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 Numerical mistakes fail the comparison with softmax (NumPy) or with torch's
-scaled_dot_product_attention; loading more than a fused kernel needs breaks the byte budget
+scaled_dot_product_attention, on the tests' extreme scores too (in the hundreds, a later block far
+below an earlier one, every score between -3e4 and -1e4), where a running max started at 0, a
+mask of -1e4 instead of -inf or the block's max instead of the running one gives nan or the wrong
+keys; loading more than a fused kernel needs breaks the byte budget
 counted in Triton's interpreter; a wrong prediction of the bytes fails against the counter;
 a tensor wider than the exercise's bound on blocks stops the kernel, and so does a tensor
 given to a tl.constexpr parameter.
@@ -28,6 +31,10 @@ WRONG_ANSWERS = {
          ('p = np.exp(s - m_new[:, None])', 'p = np.exp(s)')],
         # the block's maximum instead of the running maximum: m forgets earlier blocks
         ('    m_new = np.maximum(m, s.max(axis=1))', '    m_new = s.max(axis=1)'),
+        # the running max started at 0 (the -inf of the first call replaced, to avoid -inf - -inf): right
+        # while some score is above 0; for scores far below zero every exp(s - 0) is 0 and acc / l is 0 / 0
+        ('    m_new = np.maximum(m, s.max(axis=1))\n',
+         '    m = np.where(np.isneginf(m), 0.0, m)\n    m_new = np.maximum(m, s.max(axis=1))\n'),
     ],
     'ex2_attention': [
         # no rescaling of the accumulator when a later key block raises the maximum
@@ -59,6 +66,22 @@ WRONG_ANSWERS = {
           'def attention_kernel(q_ptr: tl.constexpr, k_ptr: tl.constexpr, v_ptr: tl.constexpr,'),
          ('    rows = ', '    q_ptr *= 0.0\n    k_ptr *= 0.0\n    v_ptr *= 0.0\n    rows = '),
          ('tl.load(q_ptr', 'tl.load(o_ptr'), ('tl.load(k_ptr', 'tl.load(o_ptr'), ('tl.load(v_ptr', 'tl.load(o_ptr')],
+        # the running max started at 0 instead of -inf: right while some score of each row is above 0;
+        # scores between -3e4 and -1e4 make every exp(s - 0) 0, and o = 0 / 0
+        ('    m = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)',
+         '    m = tl.zeros((BLOCK_M,), dtype=tl.float32)'),
+        # masked scores set to -1e4, a finite "large negative" instead of -inf: right until the real scores
+        # lie below -1e4, where the masked keys (past n, after the query) win the softmax
+        ('        s = tl.where(valid, s, -float("inf"))\n', '        s = tl.where(valid, s, -1.0e4)\n'),
+        # the block's max instead of the running max: the rescaling exp(m - m_new) overflows when a later
+        # block's scores are far below an earlier block's (right, if unstable, on random scores)
+        ('        m_new = tl.maximum(m, tl.max(s, axis=1))', '        m_new = tl.max(s, axis=1)'),
+        # only the causal mask: keys past n in the last, ragged block load as 0, score 0 and count
+        ('        valid = keys[None, :] < n\n'
+         '        if CAUSAL:\n'
+         '            valid = valid & (keys[None, :] <= rows[:, None])\n'
+         '        s = tl.where(valid, s, -float("inf"))\n',
+         '        if CAUSAL:\n            s = tl.where(keys[None, :] <= rows[:, None], s, -float("inf"))\n'),
     ],
     'ex3_bytes': [
         # causal ignored: every program counted as reading all n rows of k and v

@@ -10,7 +10,10 @@ array), pool kernel without its barrier (a shared-memory race) and dot kernel wi
 an `if` (a barrier only part of the block reaches), lesson 14's add kernel loading
 ``x`` without its mask (an address outside the tensor, in Triton's interpreter) and softmax kernel
 masking its lanes at the row stride instead of the row's length (item 4: the visible test now has
-rows whose block reaches their padding). The graded side
+rows whose block reaches their padding); and issue 37's blind spots, now visible tests: lesson 14's
+softmax padding loaded as -1e4 (rows far below zero) and matmul taking its strides from the shape
+(nn.Linear's a @ w.T), lesson 15's attention with its running max started at 0 (scores between -3e4
+and -1e4). The graded side
 of the same failures (the trusted checker's message in the feedback) is tested by
 tests/grading/test_wrong_answers.py (every blank exercise of every lesson),
 test_grading_attacks_kernels.py and test_triton_grading.py.
@@ -31,7 +34,7 @@ from course_tools.paths import NOTEBOOKS
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MAX_LINES = 4   # the message and at most three of the student's lines
 STUDENTS_LINE = re.compile(r"  your cell, line \d+: ")
-S03, S14 = solutions("03_simt_programming_model"), solutions("14_triton")
+S03, S14, S15 = solutions("03_simt_programming_model"), solutions("14_triton"), solutions("15_attention")
 # (solution cell, its answer, the test cell run again, how its failure starts): wrong answers a student
 # tries after the blank
 RETRIED = {
@@ -55,6 +58,21 @@ RETRIED = {
         # two long, so no lane reached their padding and only a hidden test failed)
         ("ex2_softmax", edited(S14["ex2_softmax"], ("mask = cols < n_cols", "mask = cols < row_stride")), "ex2_visible",
          "CheckFailed: softmax_kernel on 4 rows of 12 values, 20 apart (row_stride = 20, BLOCK = 16): "),
+        # issue 37: padding loaded as -1e4 instead of -inf passed every test (no row was below -1e4), and a
+        # matmul that takes its strides from the shape passed them all too (every operand was contiguous)
+        ("ex2_softmax", edited(S14["ex2_softmax"], ('other=-float("inf"))', "other=-1.0e4)")), "ex2_stable",
+         "CheckFailed: softmax_kernel on rows of 13 values around -1e4, -2e4 and -3e4 (20 apart, BLOCK = 16): "),
+        ("ex4_matmul", edited(S14["ex4_matmul"], ("rm[:, None] * stride_am + (k + rk)[None, :] * stride_ak",
+                                                  "rm[:, None] * K + (k + rk)[None, :]"),
+                              ("(k + rk)[:, None] * stride_bk + rn[None, :] * stride_bn",
+                               "(k + rk)[:, None] * N + rn[None, :]")),
+         "ex4_visible", "CheckFailed: matmul_kernel on a @ w.T (16 x 32 @ 32 x 48; b = w.T has strides (1, 32)): "),
+    ],
+    "15_attention": [
+        # issue 37: a running max started at 0 passed every visible test (some score of each row was above 0)
+        ("ex2_attention", edited(S15["ex2_attention"], ('m = tl.full((BLOCK_M,), -float("inf"), dtype=tl.float32)',
+                                                        "m = tl.zeros((BLOCK_M,), dtype=tl.float32)")), "ex2_stable",
+         "CheckFailed: attention_kernel on scores between -3e4 and -1e4, n = 37, causal = False: "),
     ],
 }
 

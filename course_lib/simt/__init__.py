@@ -11,7 +11,7 @@ H100, an A100 or a consumer card.
     result = simt.run(kernel, grid, block, *args)          # like kernel[grid, block](*args)
     result.counts.max_per_thread("global_reads")           # as access_counts.count_accesses
     print(result.report())                                 # sectors, conflicts, divergence, by line
-    print(simt.predict(result, "NVIDIA H100 SXM5").sentence())  # a roofline time, parts shown
+    print(simt.predict(result, "NVIDIA H100 SXM5").sentence())  # a predicted time, pipe by pipe
 
 Where the model differs from a GPU (NVIDIA's CUDA C++ Programming Guide,
 https://docs.nvidia.com/cuda/cuda-c-programming-guide/, sections "SIMT Architecture", "Device Memory
@@ -22,9 +22,13 @@ Capability"; CUDA C++ Best Practices Guide, https://docs.nvidia.com/cuda/cuda-c-
 - lanes run in lock-step here; since Volta each thread has its own program counter and the lanes of a
   warp may interleave (independent thread scheduling). Results of correct kernels do not depend on
   it; the race detector assumes no lock-step, so warp-synchronous code without ``syncwarp`` is a race;
-- no L1 or L2 cache is simulated: the traffic model counts every sector of every warp access; the
-  prediction takes each distinct sector once when the launch's working set fits in L2 and every sector
-  otherwise, and shows both bounds (on a GPU caches serve part of the repeated and wasted sectors);
+- no L1 or L2 cache is simulated: the traffic model counts every sector of every warp access. The
+  predicted time is the slowest of five pipes at measured or datasheet rates: DRAM (each distinct sector
+  once when the working set fits in L2, every sector otherwise), L2 sectors, L1 lines, shared-memory
+  passes and compute; a memory latency is added to DRAM's (Little's law: the loads a launch's resident
+  warps have in flight, waiting a measured latency wave after wave), and the launch cost is reported
+  apart. It is a model with stated limits (:mod:`~course_lib.simt.prediction`), checked against
+  published measurements, not a simulation of caches or schedulers;
 - an instruction is a Python statement, not a SASS instruction; FLOPs are the float ``+ - * / **``;
 - 8- and 16-byte shared accesses are modelled as two and four passes of half and quarter warps;
 - global-memory races (two threads writing one element without an atomic) are not reported, as in
@@ -40,7 +44,7 @@ Modules: :mod:`~course_lib.simt.kernel_source` (the kernel's syntax tree), :mod:
 (blocks, barriers, schedules; :func:`run`), :mod:`~course_lib.simt.barriers` (every running thread of a
 block at the same ``syncthreads``), :mod:`~course_lib.simt.races` (the race detector),
 :mod:`~course_lib.simt.traffic` (the traffic model), :mod:`~course_lib.simt.occupancy` and
-:mod:`~course_lib.simt.prediction` (occupancy and a roofline time on named GPUs).
+:mod:`~course_lib.simt.prediction` (occupancy and a predicted time on named GPUs).
 """
 from . import occupancy
 from .barriers import DivergentBarrier

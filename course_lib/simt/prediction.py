@@ -2,10 +2,13 @@
 (lessons 03 and 04): the time of each pipe a launch goes through, and the slowest of them.
 
     kernel time = max(DRAM, L2, L1, shared memory, compute)      (the launch cost is reported apart)
+    DRAM        = DRAM bytes / DRAM bandwidth + latency           (L2 takes the latency instead when the
+    latency     = waves x (memory latency + one block's            working set stays in L2, repeated=True)
+                           shared-memory passes / clock)
+    waves       = bytes loaded / (SMs used x bytes in flight per SM)
 
 Each pipe's time is what the launch asks of it over the rate at which the GPU serves it; the pipes
-work at the same time, so the slowest one (the ``bound``) sets the kernel's time. A kernel near
-two limits is slower than this maximum: the model is a lower bound of the same kind as a roofline.
+work at the same time, so the slowest one (the ``bound``) sets the kernel's time.
 
 - **DRAM**: bytes between DRAM and L2 / the GPU's DRAM bandwidth: a recorded copy on that GPU where
   the course has one (``data/gpu_recorded.csv``, named in ``data/gpu_pipes.csv``), else the
@@ -15,6 +18,22 @@ two limits is slower than this maximum: the model is a lower bound of the same k
   estimate takes ``cached_bytes`` when that footprint fits in the GPU's L2 (``data/gpu_sm_limits.csv``)
   and ``uncached_bytes`` otherwise. With ``repeated=True`` (a benchmark loop running the launch again
   and again on the same arrays) a footprint that fits in L2 stays there and DRAM moves nothing.
+- **latency** (Little's law: J. D. C. Little, "A proof for the queuing formula L = λW", Operations
+  Research 9(3), 1961): an SM with I bytes of loads in flight, a round of them taking R seconds,
+  sustains I / R bytes per second. I = resident warps per SM (:mod:`course_lib.simt.occupancy`: block
+  size and shared memory against ``data/gpu_sm_limits.csv``, no more blocks than the launch has) x the
+  bytes each warp loads before it waits (32 x the sectors of its global loads). R = the memory latency
+  (``data/gpu_latency.csv``: pointer chasing, DRAM, or L2 when the working set stays there) + the
+  block's own shared-memory passes at one per clock: a block waits for its loads, works through its
+  shared phase after the barrier, and loads nothing more until a new block takes its place (an
+  assumption: the published H100 transposes agree with it, the 32-way conflicted tile measuring about
+  the padded one's time plus its passes, but they are the targets, not a check). Bytes loaded / (SMs
+  used x I) is the number of waves of resident blocks, so latency = waves x R. Latency and transfer
+  add (R. W. Hockney's t = latency + bytes / bandwidth, "The communication challenge for MPP",
+  Parallel Computing 20(3), 1994): a wave's loads wait, then their bytes cross DRAM. Checked against
+  measurements the targets do not use (``data/gpu_stream_published.csv``: gpu-benches' one-load
+  kernels on an A100 80GB at 3 % to 100 % occupancy), the sum is within 0.79-1.53x of every figure,
+  and the larger of the two alone (Little's law as a bound) up to 2.0x too fast.
 - **L2**: every sector of every warp-level global access crosses between the SMs and L2 (no L1 hit
   is modelled): 32 bytes x sectors / the L2 bandwidth (``data/gpu_pipes.csv``, measured). A
   stride-32 float32 warp access moves 32 sectors for 128 useful bytes here, as on the GPU.
@@ -32,12 +51,18 @@ two limits is slower than this maximum: the model is a lower bound of the same k
 - **launch cost**: the cited cost of launching a kernel (``data/latency_numbers.csv``, 10 µs) is not
   part of the kernel's time; it is reported beside it (``launch_s``, ``with_launch_s``).
 
-Left out: latency. A pipe's rate is reached only with enough memory requests in flight (Little's
-law: bytes in flight = bandwidth x latency); a kernel whose warps each have one load outstanding
-and then wait at a barrier, or that spends its time in a tree of barriers (the lesson's
-reductions), runs well below every rate here. Also left out: instruction issue (statements are not
-SASS instructions), TLB misses of very large strides, and what a partial-sector write costs beyond
-its sector.
+Approximate: every global load of a warp is taken as issued before the warp's first wait (the
+engine does not record where its barriers fall): right for the lesson's one-pass kernels, which
+load, then sync or store, but a kernel that loads again after each barrier (a tiled matmul's
+phases) has its loads in flight overstated and its latency understated. The latencies are one
+warp's on an idle GPU, taken from a neighbouring card where the GPU itself was not measured
+(``measured_on``); they grow under load, which adding the transfer stands for only roughly:
+gpu-stream's read kernel runs 1.5x slower than predicted at 3 % occupancy and 1.27x faster at
+100 %, so the time is an estimate, not a bound. Registers per thread, unknown before compiling, are
+left out of occupancy, so resident warps may be overstated. Left out: the latency of shared-memory
+accesses and of barriers themselves (a reduction's tree of barriers waits that long at every step),
+the last partial wave, instruction issue (statements are not SASS instructions), TLB misses of very
+large strides, and what a partial-sector write costs beyond its sector.
 
 Units: seconds, bytes, FLOPs, bytes per second.
 """
@@ -50,7 +75,7 @@ from dataclasses import dataclass
 from ..hardware import DATA_DIR, device_specs, latency_numbers
 from ..recorded import figure
 from .occupancy import Occupancy, limits_for, occupancy
-from .races import ATOMIC
+from .races import ATOMIC, READ
 from .traffic import BANK_WORD, BANKS, LINE, SECTOR
 
 GPUS = ("NVIDIA H100 SXM5", "NVIDIA A100 SXM4 80GB", "NVIDIA GeForce RTX 4090")
@@ -106,6 +131,35 @@ def pipe_rates(gpu: str) -> dict:
             "clock_hz": clock, "sms": sms, "source": row["source"]}
 
 
+@functools.cache
+def _latency_rows() -> dict:
+    with (DATA_DIR / "gpu_latency.csv").open(newline="") as fh:
+        return {row["device"]: row for row in csv.DictReader(fh)}
+
+
+def memory_latency(gpu: str) -> dict:
+    """The measured latency of one load of the GPU named ``gpu`` (``data/gpu_latency.csv``): ``dram_s``
+    and ``l2_s`` (seconds, pointer chasing by one warp), ``measured_on`` (the card measured) and ``source``."""
+    device = gpu_spec(gpu)["device"]
+    row = _latency_rows().get(device)
+    if row is None:
+        raise KeyError(f"no memory latency for {device!r} in data/gpu_latency.csv; known: "
+                       + ", ".join(_latency_rows()))
+    return {"dram_s": float(row["dram_latency_ns"]) * 1e-9, "l2_s": float(row["l2_latency_ns"]) * 1e-9,
+            "measured_on": row["measured_on"], "source": row["source"]}
+
+
+def stream_published(device: str | None = None) -> list[dict]:
+    """Published bandwidths of one-load streaming kernels at set occupancies (``data/gpu_stream_published.csv``:
+    device, kernel ('read': one 8-byte load per thread; 'scale': one load and one store), threads per block
+    and blocks per SM as ints, ``bandwidth_gbs`` (bytes read and written) as a float, the card measured and the
+    source), of ``device`` if given: figures the latency pipe is checked against, apart from the targets."""
+    with (DATA_DIR / "gpu_stream_published.csv").open(newline="") as fh:
+        rows = [dict(row, threads_per_block=int(row["threads_per_block"]), blocks_per_sm=int(row["blocks_per_sm"]),
+                     bandwidth_gbs=float(row["bandwidth_gbs"])) for row in csv.DictReader(fh)]
+    return [r for r in rows if device is None or r["device"] == device]
+
+
 def published(device: str | None = None) -> list[dict]:
     """Published GPU measurements of the lesson's transposes and reductions
     (``data/transpose_published.csv``: device, kernel as published, the lesson's kernel it is,
@@ -119,8 +173,13 @@ def published(device: str | None = None) -> list[dict]:
 @dataclass(frozen=True)
 class Prediction:
     """The estimate and its parts (seconds, bytes, FLOPs, passes) for one launch on one GPU.
-    ``seconds`` is the kernel's own time, the slowest pipe of ``pipes``; ``launch_s`` is the cost of
-    launching it, reported apart (``with_launch_s`` adds them)."""
+    ``seconds`` is the kernel's own time, the slowest pipe of ``pipes``; ``bound`` names that pipe, or
+    is "latency" when most of that pipe's time is the latency added to it. ``latency_s`` (waves x
+    (``memory_latency_s`` + ``block_shared_s``)) is part of the pipe named ``latency_pipe`` ("DRAM", or
+    "L2" when the working set stays in L2); ``transfers`` holds the DRAM and L2 pipes without it and
+    ``latencies`` the latency either level would add. ``loads_per_warp`` and ``bytes_in_flight_per_sm``
+    are what Little's law is given; ``waves`` = blocks / (SMs used x resident blocks per SM).
+    ``launch_s`` is the cost of launching the kernel, reported apart (``with_launch_s`` adds them)."""
 
     gpu: str
     seconds: float
@@ -144,6 +203,15 @@ class Prediction:
     sm_fraction: float
     repeated: bool
     occupancy: Occupancy
+    transfers: dict
+    latency_s: float
+    latency_pipe: str
+    memory_latency_s: float
+    block_shared_s: float
+    waves: float
+    loads_per_warp: float
+    bytes_in_flight_per_sm: float
+    latencies: dict
 
     @property
     def with_launch_s(self) -> float:
@@ -151,8 +219,12 @@ class Prediction:
         return self.seconds + self.launch_s
 
     def _seconds(self, moved: int) -> float:
-        others = [s for name, s in self.pipes.items() if name != "DRAM"]
-        return max([moved / (self.bandwidth * self.sm_fraction), *others])
+        """The kernel's time had DRAM moved ``moved`` bytes (the loads wait on DRAM's latency when it
+        moves any, else on L2's)."""
+        level = "DRAM" if moved else "L2"
+        pipes = dict(self.pipes, DRAM=moved / (self.bandwidth * self.sm_fraction), L2=self.transfers["L2"])
+        pipes[level] += self.latencies[level]
+        return max(pipes.values())
 
     @property
     def cached_seconds(self) -> float:
@@ -170,7 +242,10 @@ class Prediction:
                 "DRAM bytes if not cached": self.uncached_bytes, "L2 cache (bytes)": self.l2_bytes,
                 "L2 traffic (bytes)": self.l2_traffic_bytes, "L1 lines": self.l1_lines,
                 "shared-memory passes": self.shared_passes, "bytes used": self.useful_bytes,
-                "fp32 FLOPs": self.flops32, "fp64 FLOPs": self.flops64}
+                "fp32 FLOPs": self.flops32, "fp64 FLOPs": self.flops64,
+                f"latency, in {self.latency_pipe} (s)": self.latency_s, "memory latency (s)": self.memory_latency_s,
+                "a block's shared-memory passes (s)": self.block_shared_s, "waves of resident blocks": self.waves,
+                "global loads per warp": self.loads_per_warp, "bytes in flight per SM": self.bytes_in_flight_per_sm}
 
     def sentence(self) -> str:
         if self.repeated and self.moved_bytes == 0:
@@ -180,9 +255,14 @@ class Prediction:
         else:
             which = "the working set exceeds L2: every sector of every warp"
         pipes = "; ".join(f"{name} {_fmt(s)}" for name, s in self.pipes.items())
+        latency = (f"latency {_fmt(self.latency_s)} of the {self.latency_pipe} pipe: {self.waves:.3g} waves of "
+                   f"resident blocks x ({_fmt(self.memory_latency_s)} {self.latency_pipe} latency + "
+                   f"{_fmt(self.block_shared_s)} of a block's shared-memory passes), "
+                   f"{self.bytes_in_flight_per_sm:,.0f} bytes in flight per SM, {self.loads_per_warp:.3g} loads "
+                   "per warp" if self.latency_s else "no global loads: no latency")
         return (f"on an {self.gpu} this kernel would take about {_fmt(self.seconds)}, bound by {self.bound} "
                 f"(pipes: {pipes}; DRAM {self.moved_bytes:,} bytes at {self.bandwidth / 1e9:.0f} GB/s, "
-                f"{self.bandwidth_source}, {which}; L2 {self.l2_traffic_bytes:,} bytes in sectors, "
+                f"{self.bandwidth_source}, {which}; {latency}; L2 {self.l2_traffic_bytes:,} bytes in sectors, "
                 f"{self.useful_bytes:,} of them used; L1 {self.l1_lines:,} lines; shared memory "
                 f"{self.shared_passes:,} passes; {self.sm_fraction:.0%} of the SMs), plus {_fmt(self.launch_s)} "
                 f"to launch it")
@@ -206,7 +286,9 @@ def predict(result, gpu: str, registers_per_thread: int | None = None, scale: fl
     slice of a transpose, predict the 4096 x 4096 one with ``scale=4096 ** 2 / 64 ** 2``. Valid when
     every block does the same work, as in the lessons' kernels. ``repeated``: the launch runs again
     and again on the same arrays, as a benchmark loop times it (a working set that fits in L2 then
-    moves nothing through DRAM)."""
+    moves nothing through DRAM, and the loads wait on L2's latency). ``registers_per_thread``, when
+    known, limits the resident blocks (occupancy) and so the loads in flight. A launch whose blocks
+    cannot run on the GPU (too many threads or too much shared memory per block) raises ValueError."""
     traffic = result.traffic
     if traffic is None:
         raise ValueError("predict needs the traffic model: run the kernel with traffic=True")
@@ -214,6 +296,8 @@ def predict(result, gpu: str, registers_per_thread: int | None = None, scale: fl
         raise ValueError("scale must be at least 1 (a launch larger than the one simulated)")
     spec, limits, rates = gpu_spec(gpu), limits_for(gpu), pipe_rates(gpu)
     occ = occupancy(gpu, result.threads_per_block, result.shared_bytes, registers_per_thread)
+    if occ.blocks_per_sm == 0:
+        raise ValueError(f"this launch cannot run: {occ.sentence()}")
     fraction = min(1.0, result.blocks * scale / limits["sms"])
     uncached = round(traffic.sectors * SECTOR * scale)
     cached = round(traffic.distinct_sectors * SECTOR * scale)
@@ -222,15 +306,33 @@ def predict(result, gpu: str, registers_per_thread: int | None = None, scale: fl
     moved = 0 if repeated and fits else cached if fits else uncached
     sites = traffic.global_sites()
     lines = round(sum(s.lines * (2 if s.how == ATOMIC else 1) for s in sites) * scale)
-    passes = round(sum(s.wavefronts for s in traffic.shared_sites()) * scale)
+    block_passes = sum(s.wavefronts for s in traffic.shared_sites()) / result.blocks
+    passes = round(block_passes * result.blocks * scale)
     f32, f64 = round(traffic.flops.get(4, 0) * scale), round(traffic.flops.get(8, 0) * scale)
-    pipes = {"DRAM": moved / (rates["dram"] * fraction),
-             "L2": uncached / (rates["l2"] * fraction),
+    transfers = {"DRAM": moved / (rates["dram"] * fraction), "L2": uncached / (rates["l2"] * fraction)}
+    # latency (Little's law): the loads a warp issues are taken as in flight together
+    loads = [s for s in sites if s.how == READ]
+    warps = result.blocks * -(-result.threads_per_block // 32)
+    loads_per_warp = sum(s.warp_accesses for s in loads) / warps
+    bytes_per_warp = sum(s.sectors for s in loads) * SECTOR / warps
+    sms_used = fraction * limits["sms"]
+    resident_blocks = min(occ.blocks_per_sm, result.blocks * scale / sms_used)
+    in_flight = resident_blocks * -(-result.threads_per_block // 32) * bytes_per_warp
+    waves = result.blocks * scale / (sms_used * resident_blocks)
+    wait = memory_latency(gpu)
+    block_shared = block_passes / rates["clock_hz"]
+    latencies = {level: waves * (wait[f"{level.lower()}_s"] + block_shared) if bytes_per_warp else 0.0
+                 for level in ("DRAM", "L2")}
+    level = "DRAM" if moved else "L2"
+    pipes = {"DRAM": transfers["DRAM"] + (latencies["DRAM"] if level == "DRAM" else 0.0),
+             "L2": transfers["L2"] + (latencies["L2"] if level == "L2" else 0.0),
              "L1": lines * LINE / (rates["l1"] * fraction),
              "shared memory": passes * BANKS * BANK_WORD / (rates["shared"] * fraction),
              "compute": (f32 / (spec["fp32_tflops"] * 1e12) + f64 / (spec["fp64_tflops"] * 1e12)) / fraction}
-    bound = max(pipes, key=pipes.get)
+    slowest = max(pipes, key=pipes.get)
+    bound = "latency" if slowest == level and latencies[level] > transfers[level] else slowest
     useful = round(sum(s.ideal_sectors for s in sites) * SECTOR * scale)
-    return Prediction(spec["device"], pipes[bound], bound, pipes, launch_overhead(), pipes["DRAM"],
+    return Prediction(spec["device"], pipes[slowest], bound, pipes, launch_overhead(), pipes["DRAM"],
                       pipes["compute"], moved, cached, uncached, l2, useful, uncached, lines, passes, f32, f64,
-                      rates["dram"], rates["dram_source"], fraction, repeated, occ)
+                      rates["dram"], rates["dram_source"], fraction, repeated, occ, transfers, latencies[level], level,
+                      wait[f"{level.lower()}_s"], block_shared, waves, loads_per_warp, in_flight, latencies)

@@ -209,9 +209,12 @@ def test_prediction_parts_follow_the_traffic(gpu, copies):
     good, bad = predict.predict(copies[0], gpu), predict.predict(copies[1], gpu)
     assert good.moved_bytes == good.useful_bytes == good.cached_bytes == 2 * n * 4
     assert bad.moved_bytes == (32 + 4) * 32 * (n // 32)
-    assert bad.memory_s / good.memory_s == pytest.approx(36 / 8)
+    assert bad.transfers["DRAM"] / good.transfers["DRAM"] == pytest.approx(36 / 8)
     rates = predict.pipe_rates(gpu)
-    assert good.memory_s == pytest.approx(good.moved_bytes / (rates["dram"] * good.sm_fraction))
+    assert good.transfers["DRAM"] == pytest.approx(good.moved_bytes / (rates["dram"] * good.sm_fraction))
+    # one load per warp either way: the stride-32 copy has 8 times the bytes in flight, the same wait
+    assert bad.bytes_in_flight_per_sm == 8 * good.bytes_in_flight_per_sm and bad.latency_s == good.latency_s
+    assert good.memory_s == pytest.approx(good.transfers["DRAM"] + good.latency_s)
     assert good.pipes["L2"] == pytest.approx(good.uncached_bytes / (rates["l2"] * good.sm_fraction))
     assert (good.l1_lines, bad.l1_lines) == (2 * n // 32, (1 + 32) * n // 32)      # lines per warp: 1 + 1, 1 + 32
     assert good.shared_passes == bad.shared_passes == 0 and good.pipes["shared memory"] == 0
@@ -319,13 +322,14 @@ def test_interleaved_reduction_diverges_where_sequential_does_not():
 
 def test_a_simulated_slice_predicts_the_full_size(copies):
     """Scaling a small launch: the 8k-element copy predicts a 64M-element one, bound by memory, and
-    the stride-32 version of it about 4.5 times slower on every GPU."""
+    the stride-32 version of it moves 4.5 times the bytes through DRAM on every GPU, waiting as long."""
     scale = 64 * 2**20 / N
     for gpu in predict.GPUS:
         good, bad = (predict.predict(r, gpu, scale=scale) for r in copies)
         assert good.sm_fraction == 1.0 and good.bound == bad.bound == "DRAM"
-        assert good.memory_s == pytest.approx(2 * 4 * 64 * 2**20 / predict.pipe_rates(gpu)["dram"])
-        assert bad.seconds / good.seconds == pytest.approx(36 / 8)
+        assert good.transfers["DRAM"] == pytest.approx(2 * 4 * 64 * 2**20 / predict.pipe_rates(gpu)["dram"])
+        assert bad.transfers["DRAM"] / good.transfers["DRAM"] == pytest.approx(36 / 8)
+        assert bad.latency_s == good.latency_s and bad.seconds == pytest.approx(bad.transfers["DRAM"] + bad.latency_s)
     with pytest.raises(ValueError):
         predict.predict(copies[0], predict.GPUS[0], scale=0.5)
 

@@ -6,6 +6,9 @@ Each wrong answer is the edit it makes to the reference solution cell (the cell 
 ``old``; a list of pairs makes several edits in order. The comment above says the mistake.
 Races (a missing ``cuda.syncthreads()``) fail with the simulator's race message; a missing
 bounds guard fails with its out-of-bounds message; re-reading global memory breaks a budget.
+Issue 37's extremes: points far apart (squared distances beyond 1e10) and values at the edges of a
+histogram's range. (A ``cuda.syncthreads()`` inside a branch is not among them: Numba's simulator,
+which counts this lesson's kernels, runs it to the right answer; the SIMT engine reports it.)
 ``LIBRARY_CALLS`` holds, for every solution cell, the shortest answer that calls the closest
 ``course_lib`` function (what a student who reads the library would submit); it must lose points
 too.
@@ -97,6 +100,12 @@ WRONG_ANSWERS = {
         # issue 26: compares with y read through atomics (add 0) instead of the shared tile
         ('                gap = mine[k] - y_tile[jj, k]',
          '                gap = mine[k] - cuda.atomic.add(y, (start + jj, k), 0.0)'),
+        # issue 37: starts from "a big number" instead of math.inf: right for points in the unit cube,
+        # 1e10 where every point of y is farther (squared distances near 3e10)
+        ('    best = math.inf\n', '    best = 1e10\n'),
+        # issue 37: compares with every slot of the last tile, the zeros that pad it too: a point at the
+        # origin that is not in y, nearer than y for points of x near the origin
+        ('        for jj in range(min(C, y.shape[0] - start)):', '        for jj in range(C):'),
     ],
     'ex8_histogram': [
         # one global atomic per value (lesson 03's kernel): over the atomics budget
@@ -121,6 +130,11 @@ WRONG_ANSWERS = {
         ('    if i < x.size:\n        v = x[i]\n', '    if i < x.size:\n        x[i] = hi + 1.0\n        v = x[i]\n'),
         # issue 26: reads x through an atomic (add 0): a read, a write and an atomic more per value
         ('        v = x[i]\n', '        v = cuda.atomic.add(x, i, 0.0)\n'),
+        # issue 37: the range closed at hi: a value equal to hi counts in the last bin (random data never
+        # holds it exactly)
+        ('        if lo <= v < hi:', '        if lo <= v <= hi:'),
+        # issue 37: no clamp to B - 1: the float just below hi rounds to bin B, outside the shared bins
+        ('min(int((v - lo) / (hi - lo) * B), B - 1)', 'int((v - lo) / (hi - lo) * B)'),
     ],
 }
 

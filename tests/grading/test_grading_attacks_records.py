@@ -39,13 +39,13 @@ import signal
 import tempfile
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import nbformat
 import pytest
 from scratch_course import scratch_course
 
-from course_tools.grading import grade as grade_mod
-from course_tools.grading import results, sandbox
+from course_tools.grading import one_submission, results, sandbox
 from course_tools.grading.execute import Execution, Verdict
 from course_tools.grading.grade import grade_lesson, merge_lesson
 from course_tools.grading.nbgrader_course import GradingError
@@ -470,7 +470,7 @@ def test_a_graded_notebook_that_cannot_be_written_is_the_students_0(graded, monk
                    outputs={shown: [{"output_type": "stream", "name": "stdout", "text": f"odd {SURROGATE}\n"}]})
     out = results.shard_dir(course, LESSON, 0, 1)
     (out / "graded").mkdir(parents=True)
-    ctx = {"out": out, "feedback": False, "max_score": FULL}
+    run = SimpleNamespace(out=out, feedback=False, max_score=FULL)   # what record reads of a LessonRun
     real_write, calls = nbformat.write, []
 
     def write_without_outputs(nb, path, **kwargs):   # fails while a student cell has outputs
@@ -480,12 +480,12 @@ def test_a_graded_notebook_that_cannot_be_written_is_the_students_0(graded, monk
         real_write(nb, path, **kwargs)
 
     kept = results.Outcome("honest")
-    grade_mod._record(kept, blank, ex, ctx)   # the surrogate escaped: written whole
+    one_submission.record(kept, blank, ex, run)   # the surrogate escaped: written whole
     written = nbformat.read(str(out / "graded" / "honest.ipynb"), as_version=4)
     assert kept.score == FULL and written.cells[shown].outputs[0].text == "odd \\ud800\n"
     monkeypatch.setattr(nbformat, "write", write_without_outputs)
     bare = results.Outcome("honest")
-    grade_mod._record(bare, blank, ex, ctx)
+    one_submission.record(bare, blank, ex, run)
     assert len(calls) == 2 and bare.score == FULL and "without your cells' outputs" in bare.reason, bare.reason
     def full_disk(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -493,7 +493,7 @@ def test_a_graded_notebook_that_cannot_be_written_is_the_students_0(graded, monk
     monkeypatch.setattr(nbformat, "write", full_disk)
     lost = results.Outcome("honest")
     (out / "graded" / "honest.ipynb").unlink()
-    grade_mod._record(lost, blank, ex, ctx)
+    one_submission.record(lost, blank, ex, run)
     monkeypatch.undo()
     assert lost.score == 0 and "scored 0: the graded notebook could not be written" in lost.reason, lost.reason
     assert not (out / "graded" / "honest.ipynb").exists() and _gradebook(course, "honest")[0] == FULL

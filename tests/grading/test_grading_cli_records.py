@@ -30,7 +30,7 @@ import pytest
 
 from course_tools import cli, grade_command, paths
 from course_tools.grading import grade as grade_mod
-from course_tools.grading import sandbox
+from course_tools.grading import one_submission, sandbox
 
 LESSON = "00_setup"
 FULL = 10.0
@@ -164,12 +164,12 @@ def test_a_failing_grader_keeps_every_earlier_score(course, capsys):
     def broken(*args, **kwargs):
         raise RuntimeError("the sandbox fell over")
 
-    working = grade_mod.execute_submission
-    course["mp"].setattr(grade_mod, "execute_submission", broken)
+    working = one_submission.execute_submission
+    course["mp"].setattr(one_submission, "execute_submission", broken)
     try:   # the whole class in submitted/: alice, bob, and carl, dora and erin, whose folders were taken in
         rc, out, err = _grade(capsys, *LIMITS)
     finally:
-        course["mp"].setattr(grade_mod, "execute_submission", working)
+        course["mp"].setattr(one_submission, "execute_submission", working)
     assert rc == 1, out + err
     rows = _csv(root)
     assert sorted(rows) == ["alice", "bob", "carl", "dora", "erin"]

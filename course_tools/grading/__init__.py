@@ -14,11 +14,15 @@
    ``checker``).
 4. ``plan``: per lesson, the one judge checked: the reference solution must pass every test cell
    in the trusted checker (plain data through ``wire``), or the lesson is refused.
-5. ``execute``: run one submission: student cells in its kernel, every test cell in the checker
-   (``gpu_kernels/``: the students' CUDA and Triton kernels checked and rebuilt there).
+5. ``execute``: run one submission: student cells in its kernel (which first runs
+   ``kernel_helpers``), every test cell in the checker (``gpu_kernels/``: the students' CUDA and
+   Triton kernels checked and rebuilt there); what either sandbox says is kept as valid UTF-8
+   (``utf8``).
 6. ``feedback``: the student's HTML page, built only from what may be shown.
 7. ``results``: per shard, outcomes; the merge writes the gradebook and one CSV.
-8. ``grade``: the whole ``course grade`` command.
+8. ``grade``: the whole ``course grade`` command: one ``lesson_run`` (what a lesson's grading run
+   holds, built once: notebooks, facts, limits, options, a slot per worker) and each submission
+   graded as the steps of ``one_submission`` (the reference solution's too).
 
 Every step reads a notebook's cells in the words of ``cells`` (a test cell, a solution cell, a
 grade cell's id and points), as nbgrader's ``utils`` names them.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .sandbox import SLOTS, Limits
 from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, signal_of
-from .wire import valid_text
+from .utf8 import valid_text
 
 MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds values of up to 32 MiB)
 

@@ -12,7 +12,7 @@ whose plain-data result comes back to the checker.
 
 Never raises for anything the student's code does: every failure is a failed test with a
 reason in plain words. Every text that comes out of either sandbox (outputs, messages, names,
-replies) is valid UTF-8 by the time the grader keeps it (``wire.valid_text``, applied where the
+replies) is valid UTF-8 by the time the grader keeps it (``valid_text``, applied where the
 kernel's messages, its helpers' replies and the checker's replies are read), so no student text
 can make a graded notebook, feedback page or CSV unwritable.
 """
@@ -26,20 +26,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import wire
 from .cells import grade_id, is_test_cell
 from .checker_process import CheckerProcess
+from .kernel_helpers import HELPERS
 from .sandbox import Limits
 from .sandboxed_process import SIGNALS, signal_of
 from .segments import failing_label, hidden_labels, split_hidden
 from .student_kernel import SandboxKernel
-
-_WIRE_SOURCE = "\n".join(ln for ln in Path(wire.__file__).read_text().splitlines()
-                         if not ln.startswith("from __future__"))
-HELPERS = (f"import types as _t\n_course_wire = _t.ModuleType('_course_wire')\n"
-           f"exec(compile({(_WIRE_SOURCE + wire.KERNEL_HELPERS)!r}, '<course helpers>', 'exec'), "
-           "_course_wire.__dict__)\n"
-           "del _t\n")
+from .utf8 import valid_text
 
 
 @dataclass
@@ -146,7 +140,7 @@ class Runner:
         for line in reversed(run.text.splitlines()):
             if line.startswith(self.token):
                 try:   # the student's text in it (an exception's message) made valid UTF-8
-                    reply = wire.valid_text(json.loads(base64.b64decode(line[len(self.token):], validate=True)))
+                    reply = valid_text(json.loads(base64.b64decode(line[len(self.token):], validate=True)))
                 except (ValueError, RecursionError):
                     return None
                 return reply if isinstance(reply, dict) else None

@@ -28,7 +28,7 @@ from .lesson_run import LessonRun, Slot, Stopped
 from .plan import reference_notebook
 from .results import Outcome
 from .submission import read_submission, refuse_other_lesson, restore_test_cells
-from .wire import valid_text
+from .utf8 import valid_text
 
 REFERENCE = "reference"   # the student name the reference solution is graded under
 

@@ -46,7 +46,7 @@ import nbformat
 from ..paths import GRADED_NOTEBOOK
 from .intake import STUDENT_NAME
 from .nbgrader_course import CourseDir, GradingError
-from .wire import valid_text
+from .utf8 import valid_text
 
 
 @dataclass

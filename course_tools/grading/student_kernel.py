@@ -19,7 +19,7 @@ import zmq
 
 from .sandbox import CellRun, Limits, descendants, is_kernel_python
 from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
-from .wire import valid_text
+from .utf8 import valid_text
 
 MESSAGES_PER_WAKE = 200       # output messages taken in one go before the deadline is looked at again
 UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError)   # reading a forged message raises these

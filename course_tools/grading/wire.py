@@ -15,22 +15,9 @@ is found, by that name, in a ``course_lib`` module that the receiving process ha
 imported (the sender never makes it import anything), is a dataclass defined there under that
 name, and the fields sent are exactly the ones its constructor takes; anything else is refused.
 
-This module is also sent, as source, into the student's kernel (see :data:`KERNEL_HELPERS`),
-where it runs under the student's control: the trust lies only in :func:`decode` on the
-checker's side. Sizes are bytes.
-
-"Kernel" alone here means the student's Jupyter kernel; a GPU kernel is always called one. The
-student's names are described by ``_course_names`` (in the student's kernel) as ``[kind,
-payload]``: ``value`` (encoded data), ``callable`` (the function's source text when it is a plain
-function defined in the notebook, else None; the checker calls it through a proxy),
-``gpu_kernel`` (a Numba CUDA kernel or device function: ``{"source", "device", "deps"}``, its
-source text from ``py_func`` with the decorator lines, whether it is a device function, and the
-student's names it uses that are GPU kernels or numbers, in the same form; a Triton kernel:
-``{"source", "device": False, "lang": "triton"}``; ``kernel_source`` checks and rebuilds it in
-the checker), ``notplain`` (why it cannot cross) or ``missing``. A call of a student's
-function (``_course_call``) answers its value, or the error it raised; an error raised by the
-release's stub (``raise NotImplementedError()`` as the innermost line, in a notebook cell) also
-names that function (``unanswered``), which the checker reports as not answered yet.
+This module is also sent, as source, into the student's kernel (with ``kernel_helpers``, which
+describe the student's names and answer the checker's calls there), where it runs under the
+student's control: the trust lies only in :func:`decode` on the checker's side. Sizes are bytes.
 """
 from __future__ import annotations
 
@@ -43,7 +30,6 @@ import sys
 import types
 
 MAX_BYTES = 32 * 2**20      # largest encoded value accepted
-STREAM_CHUNK_CHARS = 2**17  # characters of printed text the kernel sends per message (see _course_chunk_streams)
 MAX_DEPTH = 32              # deepest nesting of containers
 MAX_DIMS = 64               # most dimensions of a meta tensor
 LIBRARY = "course_lib"      # the package whose dataclasses cross
@@ -268,171 +254,3 @@ def decode(text: str):
     if type(text) is not str or len(text) > MAX_BYTES:
         raise ValueError("missing or oversized value")
     return _build(json.loads(text))
-
-
-def valid_text(value):
-    """``value`` with every string in it valid UTF-8: a lone surrogate (what a JSON escape such
-    as ``"\\ud800"`` decodes to, and no file, CSV or page can hold) becomes its visible escape,
-    the six characters ``\\ud800``. Lists and dicts (keys too) are changed in place, walked
-    without recursion (JSON nests as deep as its parser allows); anything else is returned as it
-    is. The grader applies it to everything it takes in from a sandbox (the student's kernel's
-    messages and replies, the checker's replies) and to the submitted notebook."""
-    if isinstance(value, str):
-        return _valid_str(value)
-    todo = [value] if isinstance(value, (dict, list)) else []
-    while todo:
-        node = todo.pop()
-        if isinstance(node, list):
-            for i, item in enumerate(node):
-                if isinstance(item, str):
-                    node[i] = _valid_str(item)
-                elif isinstance(item, (dict, list)):
-                    todo.append(item)
-            continue
-        for key in [k for k in node if isinstance(k, str) and _valid_str(k) is not k]:
-            node[_valid_str(key)] = node.pop(key)
-        for key, item in node.items():
-            if isinstance(item, str):
-                node[key] = _valid_str(item)
-            elif isinstance(item, (dict, list)):
-                todo.append(item)
-    return value
-
-
-def _valid_str(text: str) -> str:
-    """``text`` itself when it is valid UTF-8, else with each lone surrogate escaped (``\\ud800``)."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-# Run in the student's kernel (after this module's source): call one of the student's names
-# with decoded arguments, output discarded, and print one line "<token><base64 JSON reply>".
-KERNEL_HELPERS = '''
-def _course_reply(token, reply):
-    import base64 as _b64, json as _json, sys as _sys
-    _sys.__stdout__.flush()
-    print(token + _b64.b64encode(_json.dumps(reply).encode()).decode(), flush=True)
-
-def _course_call(token, name, payload, fn=None):
-    import contextlib as _ctx, io as _io, traceback as _tb
-    sink = _io.StringIO()
-    try:
-        args, kwargs = decode(payload)
-        fn = get_ipython().user_ns[name] if fn is None else fn
-        with _ctx.redirect_stdout(sink), _ctx.redirect_stderr(sink):
-            result = fn(*args, **kwargs)
-        reply = {"value": encode(result)}
-    except NotPlain as exc:
-        reply = {"notplain": str(exc)}
-    except BaseException as exc:
-        frames = [f for f in _tb.extract_tb(exc.__traceback__) if not f.filename.startswith("<course")]
-        reply = {"error": type(exc).__name__, "message": str(exc)[:2000],
-                 "traceback": "".join(_tb.format_list(frames[-8:]))[-4000:]}
-        last = frames[-1] if frames and isinstance(exc, NotImplementedError) else None
-        stub = (last.line or "").strip() if last else ""
-        in_a_cell = last is not None and ("ipykernel_" in last.filename or last.filename.startswith("<ipython-input"))
-        if in_a_cell and (stub == "raise NotImplementedError" or stub.startswith("raise NotImplementedError(")):
-            reply["unanswered"] = last.name   # the release's stub in a cell: this function is not answered yet
-    _course_reply(token, reply)
-
-def _course_probe(token, name, source, payload):
-    # a test cell's @in_student_kernel function (the instructor's code, sent by the checker):
-    # defined with the notebook's names as its globals, called like a student's function
-    holder = {}
-    try:
-        exec(compile(source, "<course probe>", "exec"), get_ipython().user_ns, holder)
-        fn = holder[name]
-    except BaseException as exc:
-        _course_reply(token, {"error": type(exc).__name__, "message": str(exc)[:2000]})
-        return
-    _course_call(token, name, payload, fn)
-
-def _course_source(fn):
-    import inspect as _inspect, textwrap as _textwrap
-    try:
-        return _textwrap.dedent(_inspect.getsource(fn))
-    except Exception:
-        return None
-
-def _course_jit(obj):
-    if str(getattr(type(obj), "__module__", "")).startswith("triton.runtime"):  # lesson 14: triton_source
-        fn = getattr(obj, "fn", None)
-        return {"source": _course_source(fn), "device": False, "lang": "triton"} if callable(fn) else None
-    if not str(getattr(type(obj), "__module__", "")).startswith("numba.cuda"):
-        return None
-    fn = getattr(obj, "py_func", None)
-    if not callable(fn):
-        return None
-    device = getattr(obj, "_device", None)
-    if device is None:
-        device = (getattr(obj, "targetoptions", None) or {}).get("device")
-    return {"source": _course_source(fn), "device": bool(device)}
-
-def _course_gpu_kernel(ns, payload):
-    import ast as _ast
-    deps, todo = {}, [payload["source"]]
-    while todo and len(deps) < 64:
-        try:
-            used = sorted({n.id for n in _ast.walk(_ast.parse(todo.pop() or "")) if isinstance(n, _ast.Name)})
-        except Exception:
-            continue
-        for name in used:
-            if name in deps or name not in ns:
-                continue
-            value, jit = ns[name], _course_jit(ns[name])
-            if jit is not None:
-                deps[name] = ["gpu_kernel", jit]
-                todo.append(jit["source"])
-            elif type(value) in (bool, int, float, tuple):
-                try:
-                    deps[name] = ["value", encode(value)]
-                except NotPlain:
-                    pass
-    payload["deps"] = deps
-    return payload
-
-def _course_names(token, names):
-    import inspect as _inspect
-    ns, kinds = get_ipython().user_ns, {}
-    for name in names:
-        jit = _course_jit(ns.get(name)) if name in ns else None
-        if name not in ns:
-            kinds[name] = ["missing", None]
-        elif jit is not None:
-            kinds[name] = ["gpu_kernel", _course_gpu_kernel(ns, jit)]
-        elif callable(ns[name]):
-            fn = ns[name]
-            mine = _inspect.isfunction(fn) and getattr(fn, "__module__", None) == "__main__"
-            kinds[name] = ["callable", _course_source(fn) if mine else None]
-        else:
-            try:
-                kinds[name] = ["value", encode(ns[name])]
-            except NotPlain as exc:
-                kinds[name] = ["notplain", str(exc)]
-    _course_reply(token, kinds)
-
-def _course_chunk_streams(chunk=STREAM_CHUNK_CHARS):
-    # ipykernel sends whatever a stream buffered as one message; the grader's sockets drop a
-    # message longer than any output it keeps (and with it the cell's reply), so one
-    # print("\\n".join(str(i) for i in range(10**6))) would look like a hung cell. Each buffer is
-    # sent in pieces of `chunk` characters instead (at most 6 bytes a character once in JSON).
-    # (IPython swaps `write` around every cell, so the split is made where buffers are emptied.)
-    import sys as _sys
-    for stream in (_sys.stdout, _sys.stderr):
-        buffers = getattr(stream, "_flush_buffers", None)
-        if buffers is None or getattr(buffers, "_course_chunked", False):
-            continue
-        def pieces(buffers=buffers):
-            for parent, data in buffers():
-                for start in range(0, max(len(data), 1), chunk):
-                    yield parent, data[start:start + chunk]
-        pieces._course_chunked = True
-        stream._flush_buffers = pieces
-
-_course_chunk_streams()
-'''.replace("STREAM_CHUNK_CHARS", str(STREAM_CHUNK_CHARS))

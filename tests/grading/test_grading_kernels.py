@@ -24,7 +24,7 @@ import pytest
 from scratch_course import grade_class, not_passed_in_checker
 
 from course_lib import access_counts, hardware, kernels
-from course_tools.grading import checker, sandbox, wire
+from course_tools.grading import checker, kernel_helpers, sandbox, wire
 from course_tools.grading.gpu_kernels import kernel_source
 from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused, check
 from course_tools.grading.sandbox import Limits
@@ -299,8 +299,8 @@ def test_kernels_and_notebook_functions_cross_with_their_source():
     with its source and a kernel with its source, device flag and dependencies; the checker
     side installs a proxy carrying ``__course_source__`` and the rebuilt kernel."""
     helpers = {"__name__": "_course_wire"}
-    code = Path(wire.__file__).read_text() + wire.KERNEL_HELPERS
-    exec(compile(code, "<course helpers>", "exec"), helpers)  # noqa: S102 - as execute.HELPERS does
+    code = Path(wire.__file__).read_text() + kernel_helpers.KERNEL_HELPERS
+    exec(compile(code, "<course helpers>", "exec"), helpers)  # noqa: S102 - as kernel_helpers.HELPERS does
     user = {"__name__": "__main__", "cuda": cuda, "SCALE": 2.0, "OFFSET": 1.0}
     cell = "def blocks_needed(n, k):\n    return (n + k - 1) // k\n\n\n" + DEVICE + "\n\n" + CALLER
     filename = "<notebook cell 7>"

@@ -13,6 +13,7 @@ import torch
 from course_lib.train import EpochRecord
 from course_lib.training_memory import MemorySplit
 from course_tools.grading import wire
+from course_tools.grading.utf8 import valid_text
 
 
 def _tampered(value, change) -> str:
@@ -169,15 +170,15 @@ def test_valid_text_escapes_lone_surrogates_everywhere_and_keeps_valid_text():
     ``\\ud800``, in strings, dict keys and lists nested deeper than Python's recursion limit;
     valid text (a real astral character included) is the same object afterwards."""
     message = json.loads('{"text": "a \\ud800 b", "\\udcff key": ["\\ud83d\\ude00", "\\ude00 alone", 5, null]}')
-    assert wire.valid_text(message) is message
+    assert valid_text(message) is message
     assert message == {"text": "a \\ud800 b", "\\udcff key": ["\U0001F600", "\\ude00 alone", 5, None]}
     json.dumps(message, ensure_ascii=False).encode("utf-8")   # writable as UTF-8 now
     deep = "\udfff"
     for _ in range(sys.getrecursionlimit() + 100):
         deep = [deep]
-    inner = wire.valid_text(deep)
+    inner = valid_text(deep)
     while isinstance(inner, list):
         inner = inner[0]
     assert inner == "\\udfff"
     text = "plain \u00e9 \U0001F600"
-    assert wire.valid_text(text) is text and wire.valid_text("\ud800") == "\\ud800"
+    assert valid_text(text) is text and valid_text("\ud800") == "\\ud800"

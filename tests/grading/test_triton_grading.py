@@ -32,7 +32,7 @@ from course_lib import triton_traffic
 triton_traffic.prepare()   # before Triton loads: the interpreter without a GPU
 triton = pytest.importorskip("triton")
 
-from course_tools.grading import checker, sandbox, wire  # noqa: E402
+from course_tools.grading import checker, kernel_helpers, sandbox, wire  # noqa: E402
 from course_tools.grading.gpu_kernels import kernel_source, triton_source  # noqa: E402
 from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused  # noqa: E402
 from course_tools.grading.sandbox import Limits  # noqa: E402
@@ -166,8 +166,8 @@ def test_triton_kernels_cross_the_wire_as_source():
     by its source, marked ``lang: triton``, with the numbers it uses; the checker side installs
     the kernel rebuilt in the interpreter, which computes and counts as the original."""
     helpers = {"__name__": "_course_wire"}
-    code = Path(wire.__file__).read_text() + wire.KERNEL_HELPERS
-    exec(compile(code, "<course helpers>", "exec"), helpers)  # noqa: S102 - as execute.HELPERS does
+    code = Path(wire.__file__).read_text() + kernel_helpers.KERNEL_HELPERS
+    exec(compile(code, "<course helpers>", "exec"), helpers)  # noqa: S102 - as kernel_helpers.HELPERS does
     cell = "SCALE = 2.0\n\n\n" + _kernel("tl.store(out_ptr, tl.load(x_ptr) * SCALE)")
     filename = "<notebook cell 3>"
     linecache.cache[filename] = (len(cell), None, cell.splitlines(True), filename)

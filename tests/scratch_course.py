@@ -102,3 +102,27 @@ def edited(source: str, *edits: tuple[str, str]) -> str:
         assert source.count(old) == 1, (old, source)
         source = source.replace(old, new)
     return source
+
+
+def execute_directly(nb, limits):
+    """``nb`` run as ``course grade`` runs one submission (``execute_submission``: the student's
+    cells in a sandboxed kernel, the test cells in the trusted checker; unsandboxed where
+    bubblewrap cannot run), its lesson facts taken from ``nb`` itself. Returns the Execution."""
+    import os
+    import tempfile
+
+    from course_tools.grading import sandbox
+    from course_tools.grading.execute import execute_submission
+    from course_tools.grading.plan import lesson_facts
+
+    sandboxed = bool(sandbox.bubblewrap())
+    scratch = Path(tempfile.mkdtemp(prefix="course-run-"))   # short: the kernel's sockets live under it
+    try:
+        folder = scratch / "submission"
+        folder.mkdir()
+        if sandboxed:   # the student's folder belongs to the sandbox user, as course grade gives it
+            uid = sandbox.sandbox_uid(0)
+            os.chown(folder, uid, uid)
+        return execute_submission(nb, folder, limits, lesson_facts(nb), slot=0, sandbox=sandboxed, scratch=scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,22 +1,19 @@
-"""The per-cell time limit bounds the student's code, not the lesson's own opening cells.
+"""How ``course grade`` runs one notebook: the time each cell gets, and the namespace each hidden
+test part runs in.
 
 A grading machine loaded by a whole class (or a test suite) can take longer than the per-cell
 limit to import the course's libraries; the import cell is the instructor's, read-only and run
 before any of the student's functions exist, so a slow one must not fail a submission. Only the
 notebook's time bounds those cells; the student's cells keep the per-cell limit.
+
+Hidden test parts run after the whole notebook, each in the namespace its cell left; a helper the
+cell defined must find what the cell saw, not what later cells installed under the same name.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from pathlib import Path
-
 import nbformat
+from scratch_course import execute_directly
 
-from course_tools.grading import sandbox
-from course_tools.grading.execute import execute_submission
-from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits
 
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=2, notebook_seconds=60)
@@ -29,18 +26,8 @@ def _cell(code: str, **nbgrader):
     return nbformat.v4.new_code_cell(code, metadata=meta)
 
 
-def _execute(nb):
-    sandboxed = bool(sandbox.bubblewrap())
-    scratch = Path(tempfile.mkdtemp(prefix="course-time-"))   # short: the kernel's sockets live under it
-    try:
-        folder = scratch / "submission"
-        folder.mkdir()
-        if sandboxed:   # the student's folder belongs to the sandbox user, as course grade gives it
-            uid = sandbox.sandbox_uid(0)
-            os.chown(folder, uid, uid)
-        return execute_submission(nb, folder, LIMITS, lesson_facts(nb), slot=0, sandbox=sandboxed, scratch=scratch)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+def _test(gid: str, code: str):
+    return _cell(code, gid=gid, solution=False, grade=True, points=1)
 
 
 def test_a_slow_opening_cell_runs_to_its_end_and_the_students_slow_cell_times_out():
@@ -48,14 +35,33 @@ def test_a_slow_opening_cell_runs_to_its_end_and_the_students_slow_cell_times_ou
     nb.cells = [
         _cell(SLOW_IMPORT),                                                        # the lesson's import cell: 4 s
         _cell("def answer():\n    return 42\n", gid="ex1", solution=True, grade=False),
-        _cell("assert READY and answer() == 42", gid="ex1_test", solution=False, grade=True, points=1),
+        _test("ex1_test", "assert READY and answer() == 42"),
         _cell("import time\ntime.sleep(4)", gid="ex2", solution=True, grade=False),  # the student's: 4 s
-        _cell("assert answer() == 42", gid="ex2_test", solution=False, grade=True, points=1),
+        _test("ex2_test", "assert answer() == 42"),
     ]
-    ex = _execute(nb)
+    ex = execute_directly(nb, LIMITS)
     assert ex.verdicts["ex1_test"].passed, ex.verdicts          # the import cell was not cut at 2 s
     # the student's sleep is cut at the cell's limit; the kernel restarts with the import cell run
     # again (its notebook time, not the cell's), so the next test still finds READY and answer
     assert ex.notes[0] == "timed out in cell 4 (limit 2 s per cell)", ex.notes
     assert ex.verdicts["ex2_test"].passed, (ex.verdicts, ex.notes)
     assert not any("cell 1" in note for note in ex.notes), ex.notes
+
+
+def test_a_hidden_part_finds_what_its_own_cell_defined_not_a_later_cells_namesake():
+    """Two test cells define the same helper name (as lesson 04's ``launch_...`` helpers name a
+    kernel); the first cell's hidden part, run after the second cell, must call the first's."""
+    hidden = "\n### BEGIN HIDDEN TESTS\nassert measured() == {want}, measured()\n### END HIDDEN TESTS\n"
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        _cell("import math"),
+        _cell("def area(r):\n    return math.pi * r * r\n", gid="ex1", solution=True, grade=False),
+        _test("ex1_test", "TARGET = 'first'\ndef measured():\n    return TARGET\nassert measured() == 'first'"
+              + hidden.format(want="'first'")),
+        _test("ex2_test", "TARGET = 'second'\ndef measured():\n    return TARGET\nassert measured() == 'second'"
+              + hidden.format(want="'second'")),
+        _test("ex3_test", "assert TARGET == 'second' and abs(area(1) - math.pi) < 1e-12"),
+    ]
+    ex = execute_directly(nb, LIMITS)
+    assert {gid: v.passed for gid, v in ex.verdicts.items()} == {"ex1_test": True, "ex2_test": True,
+                                                                 "ex3_test": True}, (ex.verdicts, ex.notes)

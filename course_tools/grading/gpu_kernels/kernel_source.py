@@ -23,25 +23,17 @@ import math
 import sys
 
 if __package__:
-    from .kernel_whitelist import BUILTINS, MAX_DEPS, NUMBA_TYPES, RULE, Checked, Refused, check
+    from .checked import Checked, is_cuda_plain
+    from .kernel_whitelist import BUILTINS, MAX_DEPS, NUMBA_TYPES, RULE, Refused, check
     from .source_whitelist import Unanswered, unanswered_text
 else:  # the checker imports this file as a top-level module, its folder on sys.path
-    from kernel_whitelist import BUILTINS, MAX_DEPS, NUMBA_TYPES, RULE, Checked, Refused, check
+    from checked import Checked, is_cuda_plain
+    from kernel_whitelist import BUILTINS, MAX_DEPS, NUMBA_TYPES, RULE, Refused, check
     from source_whitelist import Unanswered, unanswered_text
 
 __all__ = ["Builder", "Refused", "Unanswered", "check", "compile_kernel", "rebuilt", "unanswered_text"]
 
 _REBUILT: dict = {}   # (source, device, scope) -> a kernel or device function built here
-
-
-def _plain(value, depth: int = 0) -> bool:
-    """A number, a Numba type, or a (short) tuple of those: what a kernel may take from outside."""
-    if type(value) in (bool, int, float, complex):
-        return True
-    if type(value) is tuple:
-        return depth < 3 and len(value) <= 16 and all(_plain(v, depth + 1) for v in value)
-    numba_types = sys.modules.get("numba.core.types")
-    return numba_types is not None and isinstance(value, numba_types.Type)
 
 
 def _cuda_module():
@@ -127,7 +119,7 @@ class Builder:
                 raise Refused(f"{checked.name} calls `{name}`, a kernel: only device functions "
                               "(@cuda.jit(device=True)) may be called from a kernel")
             return value
-        if rebuilt(value) or not _plain(value):
+        if rebuilt(value) or not is_cuda_plain(value):
             self._refuse(where, f"a {type(value).__name__}")
         return value
 

@@ -23,8 +23,10 @@ import ast
 import math
 
 if __package__:
+    from .checked import Checked
     from .source_whitelist import STATEMENTS_AND_EXPRESSIONS, WORDS, Refused, WhitelistCheck, chain, one_function
 else:  # the checker imports this file as a top-level module, its folder on sys.path
+    from checked import Checked
     from source_whitelist import STATEMENTS_AND_EXPRESSIONS, WORDS, Refused, WhitelistCheck, chain, one_function
 
 MAX_SOURCE = 50_000        # characters of one kernel's source
@@ -58,15 +60,7 @@ RULE = ("a kernel may use only its arguments, its own variables, cuda.*, math.*,
 _WORDS = {**WORDS, ast.Slice: "a slice (index one element at a time: a slice's writes would go uncounted)"}
 
 
-class Checked:
-    """A kernel's source that passed the whitelist: its tree, the name of its ``def``, whether
-    it is a device function, and the names it takes from outside ({name: called?})."""
-
-    def __init__(self, name: str, source: str, tree: ast.Module, func: str, device: bool, free: dict):
-        self.name, self.source, self.tree, self.func, self.device, self.free = name, source, tree, func, device, free
-
-
-class _Check(WhitelistCheck):
+class CudaCheck(WhitelistCheck):
     """Walks one CUDA kernel's body; raises Refused at the first thing not allowed."""
 
     ALLOWED = (*STATEMENTS_AND_EXPRESSIONS, ast.Assert)
@@ -202,7 +196,7 @@ def check(name: str, source, device: bool) -> Checked:
     if args.posonlyargs or args.vararg or args.kwonlyargs or args.kwarg or args.defaults or fn.returns:
         raise Refused(f"{name} uses default values, *args, **kwargs, keyword-only or annotated parameters, "
                       "which a kernel may not: give it plain parameters")
-    check_ = _Check(name, set(), set())
+    check_ = CudaCheck(name, set(), set())
     check_._name_ok(fn, fn.name)
     params = set()
     for arg in args.args:
@@ -217,4 +211,4 @@ def check(name: str, source, device: bool) -> Checked:
     for statement in fn.body:
         check_.visit(statement)
     fn.decorator_list = []          # never run: the checker applies its own cuda.jit
-    return Checked(name, source, tree, fn.name, bool(device), check_.free)
+    return Checked(name, source, tree, fn.name, check_.free, device=bool(device))

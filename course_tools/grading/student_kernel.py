@@ -3,7 +3,7 @@ cells; every output is collected with per-cell and per-notebook caps; the watchd
 the whole sandbox passes its memory, process or disk limit. The kernel is the student's: it can
 send any message, signed with its session's key. One that cannot be read, or whose parent or
 content is not a dict, is dropped; what is kept has the fields and types of a Jupyter output and
-its text made valid UTF-8 (``wire.valid_text``: a forged message may hold a lone surrogate, which
+its text made valid UTF-8 (``utf8.valid_text``: a forged message may hold a lone surrogate, which
 no file can hold), so nothing a kernel sends is a grader error.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Lesson 14's Triton kernels judged outside the student's process: a ``@triton.jit``
-kernel crosses to the trusted checker as source text (``wire._course_jit`` marks it ``lang:
+kernel crosses to the trusted checker as source text (``kernel_helpers._course_jit`` marks it ``lang:
 triton``), passes ``triton_source``'s whitelist or is refused with a plain reason, and is run
 there in Triton's interpreter, its bytes counted and its addresses bounds-checked by
 ``course_lib.triton_traffic``.

@@ -45,7 +45,7 @@ def _cuda_module():
 
 class Builder:
     """Rebuilds the kernels of one set of student names (``kinds``: {name: [kind, payload]}
-    as ``wire._course_names`` sends them) against the checker's namespace ``held``; ``decode``
+    as ``kernel_helpers._course_names`` sends them) against the checker's namespace ``held``; ``decode``
     reads values sent as data. A name's free names resolve, in this order: a name the student
     provides (its own kind), a name the checker holds (its own value: setup constants win over
     the student's copies), one of the kernel's dependencies sent with it."""

@@ -469,7 +469,7 @@ def test_a_graded_notebook_that_cannot_be_written_is_the_students_0(graded, monk
     ex = Execution(verdicts={g: Verdict(True) for g in gids},
                    outputs={shown: [{"output_type": "stream", "name": "stdout", "text": f"odd {SURROGATE}\n"}]})
     out = results.shard_dir(course, LESSON, 0, 1)
-    (out / "graded").mkdir(parents=True)
+    (out / "graded").mkdir(parents=True, exist_ok=True)   # an earlier test may have left it
     run = SimpleNamespace(out=out, feedback=False, max_score=FULL)   # what record reads of a LessonRun
     real_write, calls = nbformat.write, []
 

@@ -27,14 +27,17 @@ WRONG_ANSWERS = {
         # the running sum is not rescaled either when the maximum grows
         ('    l_new = alpha * l + p.sum(axis=1)', '    l_new = l + p.sum(axis=1)'),
         # the max not subtracted: plain exp(score), which overflows for scores in the hundreds
-        [('    alpha = np.exp(m - m_new)\n', '    alpha = np.ones_like(m)\n'),
-         ('p = np.exp(s - m_new[:, None])', 'p = np.exp(s)')],
+        [('    alpha = np.exp(m - shift)\n', '    alpha = np.ones_like(m)\n'),
+         ('p = np.exp(s - shift[:, None])', 'p = np.exp(s)')],
         # the block's maximum instead of the running maximum: m forgets earlier blocks
         ('    m_new = np.maximum(m, s.max(axis=1))', '    m_new = s.max(axis=1)'),
         # the running max started at 0 (the -inf of the first call replaced, to avoid -inf - -inf): right
         # while some score is above 0; for scores far below zero every exp(s - 0) is 0 and acc / l is 0 / 0
         ('    m_new = np.maximum(m, s.max(axis=1))\n',
          '    m = np.where(np.isneginf(m), 0.0, m)\n    m_new = np.maximum(m, s.max(axis=1))\n'),
+        # the exponentials taken relative to the new maximum itself (the lesson's reference until issue 41): a row
+        # whose first block is wholly masked has m = m_new = -inf, and exp(-inf - -inf) is exp(nan)
+        ('shift = np.where(np.isneginf(m_new), 0.0, m_new)', 'shift = m_new'),
     ],
     'ex2_attention': [
         # no rescaling of the accumulator when a later key block raises the maximum
@@ -102,8 +105,10 @@ LIBRARY_CALLS = {
     # the running state of earlier blocks is dropped
     'ex1_online': [('def online_softmax_update(', 'from course_lib import attention\n\n\ndef online_softmax_update('),
         ('    m_new = np.maximum(m, s.max(axis=1))\n'
-         '    alpha = np.exp(m - m_new)\n'
-         '    p = np.exp(s - m_new[:, None])\n'
+         '    shift = np.where(np.isneginf(m_new), 0.0, m_new)   # a row with every score so far -inf: nothing to '
+         'rescale\n'
+         '    alpha = np.exp(m - shift)\n'
+         '    p = np.exp(s - shift[:, None])\n'
          '    l_new = alpha * l + p.sum(axis=1)\n'
          '    acc_new = alpha[:, None] * acc + p @ v\n'
          '    return m_new, l_new, acc_new',

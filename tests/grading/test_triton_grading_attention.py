@@ -21,7 +21,7 @@ from course_tools.grading.sandbox import Limits  # noqa: E402
 
 LESSON = "15_attention"
 SOLUTIONS = solutions(LESSON)
-ATTENTION_CELLS = ("ex2_visible", "ex2_causal", "ex2_ragged", "ex2_stable", "ex2_budget", "ex3_counted")
+ATTENTION_CELLS = ("ex2_visible", "ex2_causal", "ex2_ragged", "ex2_stable", "ex2_lse", "ex2_budget", "ex3_counted")
 # Issue 35: q, k and v as tl.constexpr: zeroed through the torch tensors (o = 0 is then right) and the
 # loads taken from o, still zeros, for the honest kernel's bytes; all of ex2 and ex3 before the fix.
 CONSTEXPR_ATTENTION = edited(
@@ -34,7 +34,7 @@ CONSTEXPR_ATTENTION = edited(
 # sequence, loaded up to the causal end (the honest kernel's bytes), one softmax; full marks before
 # the exercise bounded its blocks (no tensor over BLOCK_M * BLOCK_D elements).
 ONE_BLOCK_ATTENTION = """@triton.jit
-def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, n, d, scale, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
+def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, lse_ptr, n, d, scale, CAUSAL: tl.constexpr, BLOCK_M: tl.constexpr,
                      BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr):
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_D)
@@ -52,9 +52,11 @@ def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, n, d, scale, CAUSAL: tl.constex
     if CAUSAL:
         valid = valid & (keys[None, :] <= rows[:, None])
     s = tl.where(valid, s, -float("inf"))
-    p = tl.exp(s - tl.max(s, axis=1)[:, None])
+    m = tl.max(s, axis=1)
+    p = tl.exp(s - m[:, None])
     o = tl.dot(p, v, input_precision="ieee") / tl.sum(p, axis=1)[:, None]
     tl.store(o_ptr + rows[:, None] * d + cols[None, :], o, mask=q_mask)
+    tl.store(lse_ptr + rows, m + tl.log(tl.sum(p, axis=1)), mask=rows < n)
 """
 LIMITS = Limits(memory_bytes=2**31, cpu_seconds=600, processes=256, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
                    cell_seconds=120, notebook_seconds=600)

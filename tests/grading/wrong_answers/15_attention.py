@@ -85,6 +85,14 @@ WRONG_ANSWERS = {
          '            valid = valid & (keys[None, :] <= rows[:, None])\n'
          '        s = tl.where(valid, s, -float("inf"))\n',
          '        if CAUSAL:\n            s = tl.where(keys[None, :] <= rows[:, None], s, -float("inf"))\n'),
+        # L from unscaled scores: the scale folded into the exponentials (o is right), so the running max m is
+        # of q k^T, not of scale * q k^T, and m + log(l) is not the log-sum-exp the backward needs
+        [('        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale\n',
+          '        s = tl.dot(q, tl.trans(k), input_precision="ieee")\n'),
+         ('        alpha = tl.exp(m - m_new)\n', '        alpha = tl.exp((m - m_new) * scale)\n'),
+         ('        p = tl.exp(s - m_new[:, None])\n', '        p = tl.exp((s - m_new[:, None]) * scale)\n')],
+        # L as log(l) alone: the running max it was taken relative to is left out
+        ('lse_ptr + rows, m + tl.log(l),', 'lse_ptr + rows, tl.log(l),'),
     ],
     'ex3_bytes': [
         # causal ignored: every program counted as reading all n rows of k and v
@@ -149,7 +157,8 @@ LIBRARY_CALLS = {
          '        l = alpha * l + tl.sum(p, axis=1)\n'
          '        acc = alpha[:, None] * acc + tl.dot(p, v, input_precision="ieee")\n'
          '        m = m_new\n'
-         '    tl.store(o_ptr + rows[:, None] * d + cols[None, :], acc / l[:, None], mask=q_mask)',
+         '    tl.store(o_ptr + rows[:, None] * d + cols[None, :], acc / l[:, None], mask=q_mask)\n'
+         '    tl.store(lse_ptr + rows, m + tl.log(l), mask=rows < n)',
          '    flash_forward_kernel(q_ptr, k_ptr, v_ptr, o_ptr, n * d, d, n, scale, '
          'BLOCK_D, BLOCK_M, BLOCK_N, CAUSAL)')],
     # measured instead of predicted: the lecture's counter (triton_traffic.count) run on the kernel of
@@ -166,6 +175,6 @@ LIBRARY_CALLS = {
          '    meta = {"CAUSAL": causal, "BLOCK_M": block_m, "BLOCK_N": 16,\n'
          '            "BLOCK_D": max(16, triton.next_power_of_2(d))}\n'
          '    return triton_traffic.count(attention_kernel, (triton.cdiv(n, block_m),), '
-         'q, q, q, torch.zeros(n, d),\n'
+         'q, q, q, torch.zeros(n, d), torch.zeros(n),\n'
          '                                n, d, 1.0, **meta).bytes_loaded')],
 }

@@ -19,7 +19,6 @@ def test_training_modes_short_run():
     task = mixed_precision.make_task()
     runs = {m: mixed_precision.train(m, steps=40, task=task) for m in mixed_precision.MODES}
     assert runs["fp16"]["zero_fraction"][0] > 0.9 and max(runs["fp16+scaler"]["zero_fraction"]) == 0.0
-    assert min(runs["fp32"]["losses"]) < runs["fp32"]["losses"][0]
     assert abs(runs["fp16+scaler"]["losses"][-1] / runs["fp32"]["losses"][-1] - 1) < 0.05
     assert abs(runs["bf16"]["losses"][-1] / runs["fp32"]["losses"][-1] - 1) < 0.1
     scales = runs["fp16+scaler"]["scales"]

@@ -12,12 +12,16 @@ Formats are named by their torch dtype names: ``"float64"``, ``"float32"``,
 """
 from __future__ import annotations
 
+import csv
 import math
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import torch
 
 from .timing import Timing, benchmark
+
+RATES_CSV = Path(__file__).resolve().parents[1] / "data" / "low_precision_rates.csv"
 
 FLOAT_FORMATS = ("float64", "float32", "bfloat16", "float16")
 FORMATS = FLOAT_FORMATS + ("int8",)
@@ -233,3 +237,25 @@ def time_matmul_by_format(n: int = 512, names=("float32", "bfloat16", "float16")
         rows.append({"format": name, "seconds": timing.median,
                      "flops_per_second": 2 * n**3 / timing.median, "timing": timing})
     return rows
+
+
+# ----------------------------------------------------------------- cited tensor-core rates
+def low_precision_rates(path: Path | str = RATES_CSV) -> list[dict]:
+    """Vendor peak rates per device and format (``data/low_precision_rates.csv``): ``device``,
+    ``vendor``, ``format`` (bf16, fp16, fp8, fp4), ``dense_tflops`` and ``sparse_tflops`` (floats,
+    NaN where blank: with 2:4 structured sparsity), ``derivation`` (how the per-GPU dense figure
+    follows from the vendor's), ``document`` and ``source_url``. Cited, never measured here."""
+    with Path(path).open(newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        for key in ("dense_tflops", "sparse_tflops"):
+            row[key] = float(row[key]) if row[key] else float("nan")
+    return rows
+
+
+def rates_table(path: Path | str = RATES_CSV) -> dict:
+    """``{device: {format: dense TFLOP/s}}`` from :func:`low_precision_rates`, devices in file order."""
+    table: dict = {}
+    for row in low_precision_rates(path):
+        table.setdefault(row["device"], {})[row["format"]] = row["dense_tflops"]
+    return table

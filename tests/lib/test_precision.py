@@ -96,3 +96,20 @@ def test_time_matmul_by_format_reports_seconds():
     rows = precision.time_matmul_by_format(32, names=("float32", "bfloat16"))
     assert [r["format"] for r in rows] == ["float32", "bfloat16"]
     assert all(r["seconds"] > 0 and r["flops_per_second"] > 0 for r in rows)
+
+
+def test_low_precision_rates_cite_a_vendor_source_for_every_row():
+    rows = precision.low_precision_rates()
+    devices = {r["device"] for r in rows}
+    for name in ("H100", "H200", "B200", "B300", "MI300X", "MI355X"):
+        assert any(name in d for d in devices), name
+    for r in rows:
+        assert r["source_url"].startswith(("https://www.nvidia.com/", "https://www.amd.com/")), r
+        assert r["document"] and r["derivation"] and r["dense_tflops"] > 0
+        if not math.isnan(r["sparse_tflops"]):
+            assert r["sparse_tflops"] >= r["dense_tflops"]
+    table = precision.rates_table()
+    # fp16 and bf16 share one tensor-core rate on the H100; every fp8 rate doubles its device's bf16 rate
+    assert table["NVIDIA H100 SXM5"]["fp16"] == table["NVIDIA H100 SXM5"]["bf16"]
+    for formats in table.values():
+        assert formats["fp8"] == pytest.approx(2 * formats["bf16"], rel=0.01)

@@ -64,6 +64,27 @@ WRONG_ANSWERS = {
         # the whole epsilon as the rounding error
         ('info.eps / 2 <= max_rel_error', 'info.eps <= max_rel_error'),
     ],
+    'ex6_e4m3': [
+        # round half up instead of half to even
+        ('    q = np.rint(m / step)', '    q = np.floor(m / step + 0.5)'),
+        # no saturation: past 448 becomes NaN, as a non-saturating conversion writes
+        ('    code = np.where(code > 0x7E, 0x7E, code)   # saturate at 448',
+         '    code = np.where(code > 0x7E, 0x7F, code)'),
+        # rounds a float32 copy: twice
+        ('    m = np.abs(x)\n', '    m = np.abs(x.astype(np.float32)).astype(np.float64)\n'),
+        # subnormals flushed to zero
+        ('    code = ((e_t + 7) << 3)', '    q = np.where(m < 2.0 ** -6, 0, q)\n    code = ((e_t + 7) << 3)'),
+    ],
+    'ex7_mxfp4': [
+        # the scale from the block's mean magnitude instead of its largest
+        ('    amax = np.abs(blocks).max(axis=-1)', '    amax = np.abs(blocks).mean(axis=-1)'),
+        # the shared exponent off by one (floor(log2 amax) - 1)
+        ('np.where(amax > 0, e - 1 - 2, -127)', 'np.where(amax > 0, e - 2, -127)'),
+        # no saturation: values past 6 left at 8, which is no e2m1 value
+        ('    value = np.minimum(np.rint(m / step) * step, 6.0)', '    value = np.rint(m / step) * step'),
+        # round half up
+        ('np.rint(m / step) * step', 'np.floor(m / step + 0.5) * step'),
+    ],
 }
 
 LIBRARY_CALLS = {
@@ -109,4 +130,11 @@ LIBRARY_CALLS = {
                     '        if max_abs <= info.max and min_abs >= info.smallest_normal '
                     'and info.eps / 2 <= max_rel_error:',
                     '        if precision.fits(name, max_abs, min_abs):')],
+    # the lecture's bit-level encoder: it takes float32, so float64 values are rounded twice
+    'ex6_e4m3': [('    x = np.asarray(x, dtype=np.float64)\n    m = np.abs(x)\n',
+                  '    return formats.encode(x, "e4m3", saturate=True)\n    m = np.abs(x)\n')],
+    # the lecture's MX quantizer: float32 again, so an amax just below a power of two rounds up to it
+    'ex7_mxfp4': [('    x = np.asarray(x, dtype=np.float64)\n    blocks = x.reshape(x.shape[0], -1, 32)',
+                   '    t = microscaling.mx_quantize(x, "e2m1")\n    return t.scales, t.codes\n'
+                   '    blocks = x.reshape(x.shape[0], -1, 32)')],
 }

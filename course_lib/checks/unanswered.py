@@ -62,20 +62,28 @@ def _source(fn) -> str | None:
     try:
         return inspect.getsource(python_function(fn))
     except (OSError, TypeError):
+        if inspect.isclass(fn):   # a class defined in a notebook cell (lessons 10, 13)
+            from ..parallel.launch import class_source
+            return class_source(fn)
         return None
 
 
 def holds_stub(fn) -> bool:
     """Whether the body of ``fn`` (a function, a Numba or Triton kernel, the grader's stand-in for
-    the student's function) has a statement raising ``NotImplementedError`` of its own, outside any
-    ``if`` or loop (the release's stub, or one left in: it always raises); False when its source
-    cannot be read."""
+    the student's function; for a class, the body of one of its methods) has a statement raising
+    ``NotImplementedError`` of its own, outside any ``if`` or loop (the release's stub, or one
+    left in: it always raises); False when its source cannot be read."""
     try:
         tree = ast.parse(textwrap.dedent(_source(fn) or ""))
     except (SyntaxError, ValueError):
         return False
-    defs = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
-    return len(defs) == 1 and any(_raises_stub(statement) for statement in defs[0].body)
+    defs = [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    if len(defs) != 1:
+        return False
+    if isinstance(defs[0], ast.ClassDef):   # a class (lessons 10, 13): a method of it holds the stub
+        return any(isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and any(_raises_stub(statement) for statement in method.body) for method in defs[0].body)
+    return any(_raises_stub(statement) for statement in defs[0].body)
 
 
 def refuse_unanswered(kernel) -> None:

@@ -88,6 +88,31 @@ WRONG_ANSWERS = {
         buckets.append(current)
 """, ''),
     ],
+    'ex5_ddp': [
+        # sums the gradients: no division by the number of ranks
+        ('            param.grad /= self.world\n', ''),
+        # no broadcast at construction: each rank trains from its own starting parameters
+        ('                dist.broadcast(tensor, src=0)', '                pass'),
+        # broadcasts the parameters but not the buffers
+        ('list(module.parameters()) + list(module.buffers())', 'list(module.parameters())'),
+        # hooks every name of a parameter: the tied weight (two names) is all-reduced twice
+        ('        for param in module.parameters():',
+         '        for _, param in module.named_parameters(remove_duplicate=False):'),
+        # a tensor hook on the incoming gradient: it fires before the gradient is accumulated into .grad
+        [('        def reduce(param):\n'
+          '            self.pending.append((param, dist.all_reduce(param.grad, async_op=True)))',
+          '        def reduce(grad):\n            self.pending.append((grad, dist.all_reduce(grad, async_op=True)))'),
+         ('register_post_accumulate_grad_hook(reduce)', 'register_hook(reduce)'),
+         ('            param.grad /= self.world', '            param /= self.world')],
+        # lesson 09's way: every gradient all-reduced after backward (right values, no overlap)
+        [('            self.pending.append((param, dist.all_reduce(param.grad, async_op=True)))',
+          '            self.pending.append((param, None))'),
+         ('            handle.wait()\n', '            dist.all_reduce(param.grad)\n')],
+        # hooks the frozen parameter too (register_post_accumulate_grad_hook refuses it)
+        ('            if param.requires_grad:\n', '            if True:\n'),
+        # never forgets the handles: the next step waits for and divides the old ones again
+        ('        self.pending.clear()', '        pass'),
+    ],
 }
 
 # The shortest answer a student who reads course_lib would submit for each solution cell: the
@@ -119,4 +144,10 @@ LIBRARY_CALLS = {
     assigned, _ = dist._compute_bucket_assignment_by_size(tensors, [first_cap, cap], [False] * len(sizes), order)
     return [list(bucket) for bucket in assigned]
     buckets, current, filled = [], [], 0"""),
+    # torch's own DistributedDataParallel inside the container (switched off in the check's workers)
+    'ex5_ddp': ('        self.world = dist.get_world_size()\n',
+                '        self.module = torch.nn.parallel.DistributedDataParallel(module)\n'
+                '        self.pending = []\n'
+                '        return\n'
+                '        self.world = dist.get_world_size()\n'),
 }

@@ -1,0 +1,73 @@
+"""A student's class shipped to worker processes (lessons 10 and 13 grade ``nn.Module`` and
+optimizer containers, ``DDP`` and ``ShardedOptimizer``, run by gloo workers).
+
+A function defined in a notebook travels to workers as its source text
+(:func:`course_lib.parallel.launch.job_for`). A class does too: in the notebook,
+:func:`course_lib.parallel.launch.source_text` finds it through its methods. In the grader's
+checker the student's names are stand-ins that carry the source text of *functions* only; for a
+class, :func:`shippable` asks the student's kernel for the text (a probe,
+:func:`course_lib.checks.probe.in_student_kernel`), which is untrusted text exactly like a
+function's: it runs only in the workers, and what they send back is judged in the caller.
+"""
+from __future__ import annotations
+
+import sys
+import types
+
+from .probe import in_student_kernel
+
+
+class Shipped:
+    """Stands for a student's class in the grader's checker: its name and source text."""
+
+    def __init__(self, name: str, source: str | None):
+        self.__name__ = name
+        self.__course_source__ = source
+
+    def __repr__(self) -> str:
+        return f"<class {self.__name__}, shipped as its source text>"
+
+
+def _source_in_student_kernel(name):
+    """(runs in the student's kernel, as a probe) the source text of the notebook's ``name``."""
+    from course_lib.parallel.launch import source_text
+
+    try:
+        return source_text(globals()[name])
+    except Exception:  # noqa: BLE001 - no text: the launch says the class cannot be shipped
+        return None
+
+
+def shippable(cls):
+    """``cls`` itself (a class defined in the notebook or in a module), or, for the grader's
+    stand-in of a student's class (``__course_source__`` None: the checker holds only
+    functions' texts), a :class:`Shipped` carrying the text the student's kernel reports."""
+    if getattr(cls, "__course_source__", "") is not None:
+        return cls
+    name = getattr(cls, "__name__", None)
+    source = in_student_kernel(_source_in_student_kernel)(name) if isinstance(name, str) else None
+    return Shipped(str(name), source if isinstance(source, str) else None)
+
+
+def switch_off(*classes) -> None:
+    """Make constructing any of ``classes`` (torch's own ``DistributedDataParallel``,
+    ``ZeroRedundancyOptimizer``) raise in this worker: the exercise is to write the container."""
+    def refused(self, *args, **kwargs):
+        raise RuntimeError(f"torch's {type(self).__name__} is switched off in this check: write the container "
+                           "yourself from torch.distributed's collectives")
+
+    for cls in classes:
+        cls.__init__ = refused
+
+
+def switch_off_unimported(module: str, name: str) -> None:
+    """:func:`switch_off` for class ``name`` of ``module`` without importing it (importing
+    ``torch.distributed.optim`` costs seconds of a worker's CPU): a stand-in module whose class
+    refuses to be constructed answers every later import of ``module``."""
+    if module in sys.modules:
+        switch_off(getattr(sys.modules[module], name))
+        return
+    stub = types.ModuleType(module)
+    setattr(stub, name, type(name, (), {}))
+    switch_off(getattr(stub, name))
+    sys.modules[module] = stub

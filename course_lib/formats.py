@@ -230,7 +230,7 @@ def plot_layouts(names=("fp32", "bf16", "fp16", "e5m2", "e4m3", "e3m2", "e2m3", 
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 0.42 * len(names) + 0.6))
+        _, ax = plt.subplots(figsize=(7, 0.3 * len(names) + 0.5))
     colours = {"sign": "#d62728", "exponent": "#1f77b4", "mantissa": "#2ca02c"}
     for row, name in enumerate(names):
         f = get(name)

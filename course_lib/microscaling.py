@@ -173,7 +173,7 @@ def plot_error_vs_bytes(rows_by_input: dict, ax=None):
     import matplotlib.pyplot as plt
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(7, 3.6))
+        _, ax = plt.subplots(figsize=(6.5, 3.0))
     markers = dict(zip(METHODS, "osD^vpX"))
     for colour, (label, rows) in zip(("C0", "C3", "C2"), rows_by_input.items()):
         for r in rows:

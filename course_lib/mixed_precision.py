@@ -127,7 +127,7 @@ def plot_runs(runs: dict, axes=None):
     import matplotlib.pyplot as plt
 
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+        _, axes = plt.subplots(1, 2, figsize=(9, 2.8))
     for mode, run in runs.items():
         axes[0].semilogy(run["losses"], label=mode, linestyle="--" if mode == "bf16" else "-")
         if run["scales"] and run["scales"][0] is not None:

@@ -26,7 +26,8 @@ While code runs, a proxy writes ``{"op": "call", "name", "args"}`` and reads
 defines that instructor code in the student's kernel, calls it there, and answers the same way.
 
 Run as ``python checker.py`` with this folder on ``sys.path`` (only ``wire`` and
-``kernel_source`` are imported).
+``kernel_source`` are imported); ``python checker.py --template`` runs the template of one
+grading slot (:func:`serve_checkers`), which forks a fresh checker per submission.
 """
 from __future__ import annotations
 
@@ -276,6 +277,79 @@ def _run_in(spaces: dict, key: str, code: str) -> dict:
         live.update(current)
 
 
+def _others() -> list[int]:
+    """The processes of this sandbox's user but this one (bubblewrap's own init, pid 1, is root's)."""
+    me, uid, pids = os.getpid(), os.getuid(), []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) not in (1, me):
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    pids.append(int(name))
+            except OSError:
+                continue
+    return pids
+
+
+def _sweep() -> bool:
+    """Kill whatever a served checker left running in the sandbox; True when nothing was left."""
+    left = _others()
+    for _ in range(500):
+        pids = _others()
+        if not pids:
+            return not left
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
+        except ChildProcessError:
+            pass
+        import time  # noqa: PLC0415
+
+        time.sleep(0.01)
+    return False
+
+
+def serve_checkers(channel: Channel) -> None:
+    """The template (``--template``): a checker that has imported the lesson's modules once and
+    forks one fresh checker per submission, so no submission pays the imports (``torch``: about
+    3 s of CPU on the course's 2-core machine). It runs no test and nothing of a student's; each
+    fork starts from this same clean state and returns from here to serve one submission. After a
+    served checker exits, whatever it left in the sandbox is killed, and the grader is told
+    whether it ended clean: exit status 0 (a checker that started worker processes, which run
+    student code, exits with 3) and nothing left behind. Requests: ``{"op": "preload", "code"}``
+    (import statements, run once), ``{"op": "fork"}`` (answered by the new checker's
+    ``ready``, then, when it has ended, ``{"op": "idle", "clean": bool}``), ``{"op": "exit"}``."""
+    channel.send({"op": "template"})
+    while True:
+        req = channel.receive()
+        op = req.get("op")
+        if op == "preload":
+            for line in str(req.get("code", "")).splitlines():   # one import statement per line
+                try:
+                    exec(compile(line, "<preload>", "exec"), {"__name__": "__preload__"})  # noqa: S102
+                except (Exception, SystemExit):  # noqa: BLE001 - the served checker runs the setup cells and reports
+                    pass
+            channel.send({"op": "done", "ok": True})
+        elif op == "fork":
+            pid = os.fork()
+            if pid == 0:
+                return
+            _, status = os.waitpid(pid, 0)
+            channel.send({"op": "idle", "clean": _sweep() and status == 0})
+        else:
+            raise SystemExit(0)
+
+
+def _exit_status() -> int:
+    """0, or 3 when this checker started worker processes (they ran student code in the sandbox)."""
+    server = sys.modules.get("course_lib.parallel.fork_server")
+    return 3 if server is not None and getattr(server, "_SERVER", None) is not None else 0
+
+
 def main() -> None:
     _non_dumpable()
     here = os.path.dirname(os.path.abspath(__file__))
@@ -284,6 +358,8 @@ def main() -> None:
     import wire  # noqa: PLC0415
 
     channel = Channel()
+    if "--template" in sys.argv:
+        serve_checkers(channel)
     spaces = {"": {"__name__": "__main__", "__builtins__": builtins}}
     channel.send({"op": "ready"})
     while True:
@@ -305,7 +381,8 @@ def main() -> None:
                 spaces[req["save"]] = dict(ns)
             channel.send(reply)
         elif op == "exit":
-            return
+            sys.stdout.flush()
+            os._exit(_exit_status())
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 import time
@@ -22,8 +23,13 @@ MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds
 class CheckerProcess(SandboxedProcess):
     """The trusted checker (see ``checker``), sandboxed, spoken to over pipes."""
 
-    def __init__(self, limits: Limits, slot: int = 0, sandbox: bool = True, scratch: Path | None = None):
+    def __init__(self, limits: Limits, slot: int = 0, sandbox: bool = True, scratch: Path | None = None,
+                 preload: str | None = None):
         super().__init__(limits, slot, sandbox, scratch, uid_offset=SLOTS)
+        # a served checker: forked from a template that ran ``preload`` (import statements) once
+        # and serves the slot's submissions one after another (sandboxed only: see checker.serve_checkers)
+        self.preload = preload if sandbox else None
+        self.template_up = False    # a template runs in this sandbox (the served checker is its child)
         self.buffer = bytearray()   # bytes read past the last full line
         self.scanned = 0            # bytes of ``buffer`` already searched for a newline
         self.tmp: Path | None = None
@@ -36,23 +42,65 @@ class CheckerProcess(SandboxedProcess):
         return (self.tmp,)
 
     def start(self, wait: bool = True) -> None:
-        """Start the checker; with ``wait`` False, call :meth:`wait_ready` before using it."""
-        here = Path(__file__).resolve().parent
-        self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
-        tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
+        """Start the checker (a served one: fork it from the template, started first when none
+        runs); with ``wait`` False, call :meth:`wait_ready` before using it."""
         self.limit_hit = self.broke = ""
-        self.closed = False
         self.watch_at = time.monotonic() + WATCH_SECONDS
         self.disk_at = time.monotonic() + 1.0
-        command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
-        self._popen(command, None, tmp, None, read_only=[here], cwd=tmp, pipes=True)
+        if not (self.template_up and self.alive()):
+            here = Path(__file__).resolve().parent
+            self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
+            tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
+            self.closed = False
+            command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
+            self._popen(command + (["--template"] if self.preload is not None else []), None, tmp, None,
+                        read_only=[here], cwd=tmp, pipes=True)
+            self.template_up = self.preload is not None
+            if self.template_up:
+                self.send({"op": "preload", "code": self.preload})
+        if self.template_up:
+            self.send({"op": "fork"})
         if wait:
             self.wait_ready()
 
     def wait_ready(self) -> None:
+        """Wait for the checker's ``ready`` (after a new template's own messages)."""
         ready = self.receive(self.limits.startup_seconds)
+        while ready and ready.get("op") in ("template", "done") and self.template_up:
+            ready = self.receive(self.limits.startup_seconds)
         if not ready or ready.get("op") != "ready":
             raise RuntimeError(f"the checker did not start: {self._stderr_end()}")
+
+    def finish(self) -> None:
+        """One submission's checker is done with: a served checker exits and, when its template
+        says it ended clean (see ``checker.serve_checkers``), the template and its sandbox stay for
+        the slot's next submission, the scratch emptied; anything else stops the sandbox."""
+        if not (self.template_up and self.alive() and not self.limit_hit and not self.broke):
+            self.stop()
+            return
+        try:
+            self.send({"op": "exit"})
+        except OSError:
+            self.stop()
+            return
+        idle = self.receive(10)
+        if not (idle and idle.get("op") == "idle" and idle.get("clean") is True):
+            self.stop()
+            return
+        try:
+            for entry in os.scandir(self.tmp):
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+        except OSError:   # what cannot be emptied is not served again
+            self.stop()
+
+    def stop(self) -> None:
+        self.template_up = False
+        super().stop()
+
+    close = stop
 
     def send(self, obj: dict) -> None:
         self.proc.stdin.write((json.dumps(obj) + "\n").encode())

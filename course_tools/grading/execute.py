@@ -18,6 +18,7 @@ can make a graded notebook, feedback page or CSV unwritable.
 """
 from __future__ import annotations
 
+import ast
 import base64
 import json
 import re
@@ -93,13 +94,37 @@ def _describe_failure(run, number: int, limits: Limits, limit_hit: str = "", set
     return None
 
 
+def served_checker(limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None) -> CheckerProcess:
+    """A checker for one slot's submissions, each forked from one template that imported the
+    modules the lesson's setup cells import (``checker.serve_checkers``): a class pays those
+    imports once per slot, not once per student. Pass it to ``execute_submission`` for each."""
+    preload = import_statements(code for _, code in lesson["setup"])
+    return CheckerProcess(limits, slot, sandbox, scratch, preload=preload)
+
+
+def import_statements(codes) -> str:
+    """The top-level ``import`` and ``from ... import`` statements of the given cells' code, one
+    per line (cells that do not parse add nothing)."""
+    lines = []
+    for code in codes:
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        lines += [ast.unparse(node) for node in tree.body if isinstance(node, ast.Import)
+                  or isinstance(node, ast.ImportFrom) and node.module != "__future__" and not node.level]
+    return "\n".join(dict.fromkeys(lines))
+
+
 class Runner:
     """The two processes of one submission and the bookkeeping between them."""
 
-    def __init__(self, folder: Path, limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None):
+    def __init__(self, folder: Path, limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None,
+                 checker: CheckerProcess | None = None):
         self.limits, self.lesson = limits, lesson
         self.token = "@course" + secrets.token_hex(8) + ":"
-        self.checker = CheckerProcess(limits, slot, sandbox, scratch)
+        self.served = checker is not None   # the slot's checker, served by its template (see finish)
+        self.checker = checker or CheckerProcess(limits, slot, sandbox, scratch)
         self.kernel = SandboxKernel(folder, limits, slot, sandbox, scratch)
         self.setup_done = 0           # setup cells the checker has run
         self.notes: list[str] = []    # what went wrong in proxy calls, in plain words
@@ -233,7 +258,10 @@ class Runner:
 
     def close(self) -> None:
         self.kernel.close()
-        self.checker.close()
+        if self.served:
+            self.checker.finish()
+        else:
+            self.checker.close()
 
 
 def _checker_outputs(reply: dict) -> list:
@@ -347,11 +375,13 @@ def hidden_outputs(labels: list, reply: dict) -> list:
 
 
 def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int = 0, sandbox: bool = True,
-                       scratch: Path | None = None) -> Execution:
+                       scratch: Path | None = None, checker: CheckerProcess | None = None) -> Execution:
     """Run a restored notebook as described in the module docstring. ``lesson`` holds the
-    solution cells' names, the setup cells and the test cells' positions (``plan.lesson_facts``)."""
+    solution cells' names, the setup cells and the test cells' positions (``plan.lesson_facts``).
+    ``checker``: the slot's served checker (``served_checker``), kept for its next submission
+    when this one leaves it clean; None: a checker of this submission's own."""
     ex = Execution()
-    r = Runner(folder, limits, lesson, slot, sandbox, scratch)
+    r = Runner(folder, limits, lesson, slot, sandbox, scratch, checker)
     deadline = time.monotonic() + limits.notebook_seconds
     hidden: list = []
     try:

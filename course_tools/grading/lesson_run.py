@@ -85,7 +85,8 @@ class LessonRun:
     maximum score (points), the limits and options in force, the intake's notes per student,
     the worker slots, and where scratch and this shard's results go. ``reference`` is the
     reference solution's graded submission once the plan has graded it in this run (None when
-    the plan was cached)."""
+    the plan was cached). ``checkers``: each slot's served checker, started with its first
+    submission (stopped with every sandbox when the run ends)."""
     course: CourseDir
     lesson: str
     source_nb: Any
@@ -104,6 +105,7 @@ class LessonRun:
     out: Path
     slots: list[Slot]
     reference: Any = field(default=None)
+    checkers: dict = field(default_factory=dict)   # slot index -> its served checker (execute.served_checker)
 
 
 def lesson_run(course: CourseDir, lesson: str, blank_nb, options: GradeOptions, intake_notes: dict) -> LessonRun:

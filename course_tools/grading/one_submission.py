@@ -21,7 +21,7 @@ import nbformat
 
 from ..paths import GRADED_NOTEBOOK
 from .cells import grade_id, is_test_cell, points
-from .execute import Execution, Verdict, error_output, execute_submission
+from .execute import Execution, Verdict, error_output, execute_submission, served_checker
 from .feedback import feedback_notebook, local_mathjax_url, render_html, safe_outputs
 from .intake import SubmissionProblem, copy_files, inspect_folder, notebook_notes, read_timestamp
 from .lesson_run import LessonRun, Slot, Stopped
@@ -80,8 +80,12 @@ def _executed(sub: Submission, run: LessonRun, slot: Slot) -> None:
     work = slot.fresh_folder()
     try:
         copy_files(sub.folder, work / "submission", sub.files, slot.uid)
+        checker = run.checkers.get(slot.index)
+        if checker is None:   # the slot's first submission starts its template (see served_checker)
+            checker = run.checkers[slot.index] = served_checker(run.limits, run.facts, slot.index, run.sandbox,
+                                                                run.scratch)
         sub.ex = execute_submission(sub.nb, work / "submission", run.limits, run.facts, slot.index, run.sandbox,
-                                    run.scratch)
+                                    run.scratch, checker)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -96,6 +96,20 @@ WRONG_ANSWERS = {
          "    return\n"
          "    rank, world = dist.get_rank(), dist.get_world_size()"),
     ],
+    "ex5_sharded_optimizer": [
+        # a full optimizer on every rank: right parameters, but every rank keeps all the state
+        ("self.local = optimizer_cls(mine, **kwargs) if mine else None",
+         "self.local = optimizer_cls(self.param_groups, **kwargs)"),
+        # never sends the updated shard: the other ranks keep the old parameters
+        ("                dist.broadcast(p, src=self.owner[p])", "                pass"),
+        # every parameter broadcast from rank 0, whichever rank updated it
+        ("dist.broadcast(p, src=self.owner[p])", "dist.broadcast(p, src=0)"),
+        # the groups merged: every parameter gets kwargs' options, the biases' own learning rate lost
+        ('        mine = [group for group in mine if group["params"]]',
+         '        mine = [p for group in mine for p in group["params"]]'),
+        # shards by position (round robin), not by size
+        ("            self.owner[p] = loads.index(min(loads))", "            self.owner[p] = len(self.owner) % world"),
+    ],
 }
 
 LIBRARY_CALLS = {
@@ -153,4 +167,8 @@ LIBRARY_CALLS = {
     "ex4_sharded_step": ("    lo, hi = min(rank * s, n), min((rank + 1) * s, n)",
                          "    from course_lib.parallel.tensor_parallel import shard_bounds\n"
                          "    lo, hi = shard_bounds(n, rank, world)"),
+    # torch's ZeroRedundancyOptimizer inside the container (switched off in the check's workers)
+    "ex5_sharded_optimizer": ("self.local = optimizer_cls(mine, **kwargs) if mine else None",
+                              "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
+                              "        self.local = ZeroRedundancyOptimizer(everything, optimizer_cls, **kwargs)"),
 }

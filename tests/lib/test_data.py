@@ -178,3 +178,17 @@ def test_make_loader_pins_only_for_a_cuda_run(monkeypatch):
     assert not data.make_loader(base, batch_size=4, device="cuda", pin_memory=False).pin_memory
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert not data.make_loader(base, batch_size=4, device="cuda").pin_memory
+
+
+def test_the_digits_fallback_is_scikit_learns_own_digits_read_without_importing_it():
+    import subprocess
+    import sys
+
+    from sklearn.datasets import load_digits
+
+    images, labels = data._sklearn_digits()
+    reference = load_digits()
+    assert np.array_equal(images, reference.images) and np.array_equal(labels, reference.target)
+    probe = "import sys; from course_lib import data; data.load_digits_28(); print('sklearn' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip() \
+        == "False"

@@ -91,7 +91,7 @@ def test_tensors_for_constexpr_parameters_earn_nothing(graded):
     assert not_passed_in_checker(graded["root"], LESSON) == [], graded["plan"]
     o = graded["by"]["constexpr"]
     assert all(o.cells[g] == 0 for g in ATTENTION_CELLS), o.cells
-    assert o.score == 3 + 2, (o.score, o.cells)          # exercise 1 and the formula of exercise 3 are honest
+    assert o.score == 3 + 2 + 5 + 6, (o.score, o.cells)  # exercises 1 and 4, the formula of 3 and the kernels of 5
     assert ("attention_kernel's parameter `q_ptr` receives a tensor but is annotated `tl.constexpr`"
             in html.unescape(graded["pages"]["constexpr"]))
 
@@ -103,7 +103,7 @@ def test_one_block_of_every_key_is_refused(graded):
     kernel's bytes before) stops at its first tensor as wide as all the keys."""
     o = graded["by"]["one_block"]
     assert all(o.cells[g] == 0 for g in ATTENTION_CELLS), o.cells
-    assert o.score == 3 + 2, (o.score, o.cells)
+    assert o.score == 3 + 2 + 5 + 6, (o.score, o.cells)
     page = html.unescape(graded["pages"]["one_block"])
     assert ("makes a tensor of 2048 elements (shape (128, 16)); a graded block has at most 256 elements in this "
             "launch") in page

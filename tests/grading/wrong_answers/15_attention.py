@@ -91,8 +91,6 @@ WRONG_ANSWERS = {
           '        s = tl.dot(q, tl.trans(k), input_precision="ieee")\n'),
          ('        alpha = tl.exp(m - m_new)\n', '        alpha = tl.exp((m - m_new) * scale)\n'),
          ('        p = tl.exp(s - m_new[:, None])\n', '        p = tl.exp((s - m_new[:, None]) * scale)\n')],
-        # L as log(l) alone: the running max it was taken relative to is left out
-        ('lse_ptr + rows, m + tl.log(l),', 'lse_ptr + rows, tl.log(l),'),
     ],
     'ex3_bytes': [
         # causal ignored: every program counted as reading all n rows of k and v
@@ -104,6 +102,55 @@ WRONG_ANSWERS = {
         ('    programs = -(-n // block_m)\n', '    programs = n // block_m\n'),
         # k counted, v forgotten
         ('    return 4 * d * (n + 2 * kv_rows)', '    return 4 * d * (n + kv_rows)'),
+    ],
+    'ex4_flash_torch': [
+        # D from P: the block's own rowsum(P * dP) instead of rowsum(dO * O) over the whole row (right while a row
+        # has one key block)
+        ('ds = p * (doi @ vj.transpose(1, 2) - delta[:, i0:i0 + BLOCK, None])',
+         'dp = doi @ vj.transpose(1, 2)\n            ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))'),
+        # the scale missing from dQ
+        ('dq[:, i0:i0 + BLOCK] += scale * ds @ kj', 'dq[:, i0:i0 + BLOCK] += ds @ kj'),
+        # the causal mask left out of the recomputation (the blocks above the diagonal are still skipped)
+        ('            if is_causal:\n                s_tile = s_tile.masked_fill(',
+         '            if False:\n                s_tile = s_tile.masked_fill('),
+        # P recomputed from unscaled scores: exp(q k^T - L), where L is of the scaled ones
+        ('s_tile = qi @ kj.transpose(1, 2) * scale', 's_tile = qi @ kj.transpose(1, 2)'),
+        # the forward's accumulator not rescaled when a later key block raises the maximum
+        ('acc = alpha[..., None] * acc + p @ v[:, j0:j0 + BLOCK]', 'acc = acc + p @ v[:, j0:j0 + BLOCK]'),
+        # untiled: the whole (b, n, n) score matrix and P at once, right values, over the budget on tensors
+        [('    for i0 in range(0, n, BLOCK):\n        qi, rows = ',
+          '    for i0 in range(0, n, n):\n        qi, rows = '),
+         ('qi, rows = q[:, i0:i0 + BLOCK], torch.arange(i0, min(i0 + BLOCK, n))', 'qi, rows = q, torch.arange(n)'),
+         ('        for j0 in range(0, min(n, i0 + BLOCK) if is_causal else n, BLOCK):\n',
+          '        for j0 in range(0, 1):\n'),
+         ('s = qi @ k[:, j0:j0 + BLOCK].transpose(1, 2) * scale', 's = qi @ k.transpose(1, 2) * scale'),
+         ('torch.arange(j0, min(j0 + BLOCK, n))[None, :] > rows[:, None]', 'rows[None, :] > rows[:, None]'),
+         ('acc = alpha[..., None] * acc + p @ v[:, j0:j0 + BLOCK]', 'acc = alpha[..., None] * acc + p @ v'),
+         ('        o[:, i0:i0 + BLOCK] = acc / l[..., None]\n        lse[:, i0:i0 + BLOCK] = m + torch.log(l)\n',
+          '        o[:] = acc / l[..., None]\n        lse[:] = m + torch.log(l)\n')],
+    ],
+    'ex5_backward': [
+        # the scale missing from dQ
+        ('dq_ptr + rows[:, None] * d + cols[None, :], dq * scale,', 'dq_ptr + rows[:, None] * d + cols[None, :], dq,'),
+        # the scale missing from dK
+        ('dk_ptr + keys[:, None] * d + cols[None, :], dk * scale,', 'dk_ptr + keys[:, None] * d + cols[None, :], dk,'),
+        # the causal mask left out of the recomputation in both kernels (the skipped blocks still skipped)
+        [('            valid = valid & (keys[None, :] <= rows[:, None])\n'
+          '        p = tl.exp(tl.where(valid, s, -float("inf")) - lse[:, None])\n        dv +=',
+          '            pass\n        p = tl.exp(tl.where(valid, s, -float("inf")) - lse[:, None])\n        dv +='),
+         ('            valid = valid & (keys[None, :] <= rows[:, None])\n'
+          '        p = tl.exp(tl.where(valid, s, -float("inf")) - lse[:, None])\n        ds =',
+          '            pass\n        p = tl.exp(tl.where(valid, s, -float("inf")) - lse[:, None])\n        ds =')],
+        # P recomputed from unscaled scores in the query-block kernel: exp(q k^T - L), L of the scaled scores
+        ('mask=kv_mask, other=0.0)\n        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale\n',
+         'mask=kv_mask, other=0.0)\n        s = tl.dot(q, tl.trans(k), input_precision="ieee")\n'),
+        # D from P in the query-block kernel: the key block's own rowsum(P * dP), not the row's rowsum(dO * O)
+        ('        ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None])\n        dq +=',
+         '        dp = tl.dot(do, tl.trans(v), input_precision="ieee")\n'
+         '        ds = p * (dp - tl.sum(p * dp, axis=1)[:, None])\n        dq +='),
+        # causal, but the key-block kernel walks every query block (masked: right values, over the budget)
+        ('        start = tl.program_id(0) * BLOCK_N       # earlier queries see none of these keys\n',
+         '        start = 0\n'),
     ],
 }
 
@@ -177,4 +224,27 @@ LIBRARY_CALLS = {
          '    return triton_traffic.count(attention_kernel, (triton.cdiv(n, block_m),), '
          'q, q, q, torch.zeros(n, d), torch.zeros(n),\n'
          '                                n, d, 1.0, **meta).bytes_loaded')],
+    # the lecture's naive attention (attention.naive_attention) and torch's autograd through it: right values, but
+    # the (b, n, n) scores and P are made and stored, over the budget on tensors
+    'ex4_flash_torch': [('def flash_forward_torch(', 'from course_lib import attention\n\n\ndef flash_forward_torch('),
+        ('    for i0 in range(0, n, BLOCK):\n        qi, rows = ',
+         '    s = attention.naive_attention(q[:, None], k[:, None], v[:, None], is_causal)[:, 0]\n'
+         '    return s, torch.logsumexp((q @ k.transpose(1, 2) * scale).masked_fill(torch.ones(n, n, dtype=torch.bool)'
+         '.triu(1) & is_causal, -float("inf")), dim=-1)\n'
+         '    for i0 in range(0, n, BLOCK):\n        qi, rows = '),
+        ('    delta = (do * o).sum(dim=-1)                        # D_i = sum_c dO_ic O_ic, (b, n)\n',
+         '    with torch.enable_grad():\n'
+         '        q, k, v = (t.detach().requires_grad_() for t in (q, k, v))\n'
+         '        return torch.autograd.grad(attention.naive_attention(q[:, None], k[:, None], v[:, None], is_causal)'
+         '[:, 0], (q, k, v), do)\n'
+         '    delta = (do * o).sum(dim=-1)                        # D_i = sum_c dO_ic O_ic, (b, n)\n')],
+    # the lecture's forward step (attention_kernels._attend_block) called to recompute P in the query-block
+    # kernel: the checker refuses a kernel that calls a course_lib helper
+    'ex5_backward': [('@triton.jit\ndef attention_dkdv_kernel(',
+                      'from course_lib.attention_kernels import _attend_block\n\n\n@triton.jit\n'
+                      'def attention_dkdv_kernel('),
+        ('        ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None])\n        dq +=',
+         '        _, _, p2 = _attend_block(dq, lse, lse, q, k_ptr, v_ptr, n0, rows, tl.arange(0, BLOCK_N), cols, d, '
+         'scale, CAUSAL)\n'
+         '        ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None])\n        dq +=')],
 }

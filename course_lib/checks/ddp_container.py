@@ -33,6 +33,7 @@ from .worker_results import MalformedResult, difference, worst
 
 LR = 0.2
 SCHEDULE = (True, False, True)   # per step: whether the model's extra layer is used
+ALL_USED = (True, True, True)    # the bucketed container's steps: every parameter gets a gradient
 
 
 def _tensors(model: nn.Module) -> list:
@@ -40,9 +41,11 @@ def _tensors(model: nn.Module) -> list:
     return list(model.parameters()) + list(model.buffers())
 
 
-def ddp_worker(job, model_name: str, state: dict, shares: list, schedule=SCHEDULE, lr: float = LR) -> dict:
-    """Worker: the model with this rank's starting ``state``, wrapped in the shipped class, one
-    SGD step per ``(X, y)`` of ``shares`` (this rank's part of each batch). Returns ``{"constructed":
+def ddp_worker(job, model_name: str, state: dict, shares: list, schedule=SCHEDULE, lr: float = LR,
+               bucket_size_mb: float | None = None) -> dict:
+    """Worker: the model with this rank's starting ``state``, wrapped in the shipped class (given
+    ``bucket_size_mb`` when not None), one SGD step per ``(X, y)`` of ``shares`` (this rank's part
+    of each batch) and ``schedule`` (whether the extra layer is used). Returns ``{"constructed":
     tensors after construction, "final": tensors at the end, "calls": all-reduces per step}``."""
     init_process_group("gloo", timeout=60)
     switch_off(nn.parallel.DistributedDataParallel)
@@ -51,7 +54,7 @@ def ddp_worker(job, model_name: str, state: dict, shares: list, schedule=SCHEDUL
     model.load_state_dict(state)
     log = overlap.AllReduceLog()
     try:
-        wrapped = container(model)
+        wrapped = container(model) if bucket_size_mb is None else container(model, bucket_size_mb=bucket_size_mb)
         constructed = [t.detach().clone() for t in _tensors(model)]
         for (X, y), use_extra in zip(shares, schedule):
             log.backward(F.cross_entropy(wrapped(X, use_extra=use_extra), y))
@@ -90,6 +93,19 @@ def reference_training(model_name: str, state: dict, batches: list, schedule=SCH
     return [t.detach().clone() for t in _tensors(model)], expected
 
 
+def bucket_bytes(model_name: str, bucket_size_mb: float) -> list[int]:
+    """Bytes of each bucket of the bucketed container: the parameters that require a gradient,
+    in reverse model order, each added to the current bucket, which closes once it holds at least
+    ``bucket_size_mb`` MiB (exercise 4's rule with one cap); the last bucket may hold less."""
+    cap, buckets, filled = bucket_size_mb * 2**20, [], 0
+    for p in reversed([p for p in overlap.make_model(model_name, 0).parameters() if p.requires_grad]):
+        filled += p.numel() * p.element_size()
+        if filled >= cap:
+            buckets.append(filled)
+            filled = 0
+    return buckets + ([filled] if filled else [])
+
+
 def _raw(result, rank: int, shapes: list, steps: int) -> dict:
     """A worker's raw data, checked for kind before anything is computed from it."""
     def refuse(what):
@@ -112,27 +128,38 @@ def _raw(result, rank: int, shapes: list, steps: int) -> dict:
     return result
 
 
-def check_ddp(ddp_class, world: int = 2, model: str = "tied", batch: int = 6, timeout: float = 60.0) -> dict:
+def check_ddp(ddp_class, world: int = 2, model: str = "tied", batch: int = 6, timeout: float = 60.0,
+              bucket_size_mb: float | None = None) -> dict:
     """Run a notebook's ``DDP`` class on ``world`` gloo processes (3 SGD steps of ``batch`` examples
     per rank on model ``model`` of :mod:`course_lib.parallel.overlap`; the second step leaves a
-    layer unused) and judge what comes back. Returns ``{"broadcast_error": largest difference of
-    any rank's parameters and buffers after construction from rank 0's, "max_error": of the
+    layer unused, except for a bucketed class: ``bucket_size_mb`` given) and judge what comes
+    back. Returns ``{"broadcast_error": largest difference of any rank's parameters and buffers
+    after construction from rank 0's, "max_error": of the
     final ones from one process training on the whole batches, "rank_difference",
     "allreduces": [[calls per step] per rank], "expected_allreduces": [per step], "bytes": [[bytes
     all-reduced per step] per rank], "expected_bytes", "asynchronous": every call had
     async_op=True, "first_in_backward": [[the step's first all-reduce issued before backward
-    ended] per rank], "calls": the raw log per rank}``."""
+    ended] per rank], "call_bytes": [[the sizes of a step's all-reduces, sorted] per step] per rank,
+    "expected_call_bytes": [per step] (one per gradient, or per bucket: :func:`bucket_bytes`),
+    "calls": the raw log per rank}``."""
     seed = secrets.randbits(31)
     states = _starting_states(model, world, seed)
-    batches = [overlap.make_batch(model, batch * world, seed + 100 + step) for step in range(len(SCHEDULE))]
+    schedule = SCHEDULE if bucket_size_mb is None else ALL_USED
+    batches = [overlap.make_batch(model, batch * world, seed + 100 + step) for step in range(len(schedule))]
     shares = PerRank([[(X[r * batch:(r + 1) * batch], y[r * batch:(r + 1) * batch]) for X, y in batches]
                       for r in range(world)])
     shipped = shippable(ddp_class)
     refuse_unanswered(shipped)   # its workers would end with a traceback of their own
-    results = launch(ddp_worker, world, job_for(shipped), model, PerRank(states), shares, timeout=timeout)
-    expected_final, expected = reference_training(model, states[0], batches)
+    results = launch(ddp_worker, world, job_for(shipped), model, PerRank(states), shares, schedule, timeout=timeout,
+                     bucket_size_mb=bucket_size_mb)
+    expected_final, expected = reference_training(model, states[0], batches, schedule)
+    if bucket_size_mb is None:
+        expected_sizes = [sorted(sizes) for sizes in _gradient_bytes(model, states[0], batches, schedule)]
+    else:
+        expected_sizes = [sorted(bucket_bytes(model, bucket_size_mb))] * len(schedule)
+        expected = [(len(sizes), sum(sizes)) for sizes in expected_sizes]
     start = [t.detach().clone() for t in _tensors(_loaded(model, states[0]))]
-    raw = [_raw(r, rank, [tuple(t.shape) for t in start], len(SCHEDULE)) for rank, r in enumerate(results)]
+    raw = [_raw(r, rank, [tuple(t.shape) for t in start], len(schedule)) for rank, r in enumerate(results)]
     return {"broadcast_error": worst(difference(a, b) for r in raw for a, b in zip(r["constructed"], start)),
             "max_error": worst(difference(a, b) for r in raw for a, b in zip(r["final"], expected_final)),
             "rank_difference": worst(difference(a, b) for r in raw[1:] for a, b in zip(r["final"], raw[0]["final"])),
@@ -142,7 +169,20 @@ def check_ddp(ddp_class, world: int = 2, model: str = "tied", batch: int = 6, ti
             "expected_bytes": [b for _, b in expected],
             "asynchronous": all(c[1] for r in raw for step in r["calls"] for c in step),
             "first_in_backward": [[bool(step) and step[0][2] for step in r["calls"]] for r in raw],
+            "call_bytes": [[sorted(c[0] for c in step) for step in r["calls"]] for r in raw],
+            "expected_call_bytes": expected_sizes,
             "calls": [r["calls"] for r in raw]}
+
+
+def _gradient_bytes(model_name: str, state: dict, batches: list, schedule) -> list[list[int]]:
+    """Bytes of each gradient that one process's backward produces, per step."""
+    model = _loaded(model_name, state)
+    sizes = []
+    for (X, y), use_extra in zip(batches, schedule):
+        model.zero_grad(set_to_none=True)
+        F.cross_entropy(model(X, use_extra=use_extra), y).backward()
+        sizes.append([p.grad.numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None])
+    return sizes
 
 
 def _loaded(model_name: str, state: dict) -> nn.Module:

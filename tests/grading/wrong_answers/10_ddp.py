@@ -113,6 +113,17 @@ WRONG_ANSWERS = {
         # never forgets the handles: the next step waits for and divides the old ones again
         ('        self.pending.clear()', '        pass'),
     ],
+    'ex6_buckets': [
+        # no buckets: every gradient closes its own (one all-reduce per parameter)
+        ('            if filled >= cap:', '            if True:'),
+        # buckets in model order: they do not match the order backward finishes the gradients
+        ('        for param in reversed([p for p in module.parameters() if p.requires_grad]):',
+         '        for param in [p for p in module.parameters() if p.requires_grad]:'),
+        # the ready counts are never reset: after the first step no bucket is ever sent again
+        ('        self.pending.clear()\n        self.ready = [0] * len(self.buckets)', '        self.pending.clear()'),
+        # sums the buckets: no division by the number of ranks
+        ('            flat /= self.world\n', ''),
+    ],
 }
 
 # The shortest answer a student who reads course_lib would submit for each solution cell: the
@@ -150,4 +161,11 @@ LIBRARY_CALLS = {
                 '        self.pending = []\n'
                 '        return\n'
                 '        self.world = dist.get_world_size()\n'),
+    # torch's own DistributedDataParallel with its bucket cap (switched off in the check's workers)
+    'ex6_buckets': ('        self.world = dist.get_world_size()\n',
+                    '        self.module = torch.nn.parallel.DistributedDataParallel(\n'
+                    '            module, bucket_cap_mb=bucket_size_mb)\n'
+                    '        self.buckets, self.pending = [], []\n'
+                    '        return\n'
+                    '        self.world = dist.get_world_size()\n'),
 }

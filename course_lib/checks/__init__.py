@@ -16,6 +16,9 @@
 - :mod:`.traffic`: lesson 03's grading on memory traffic measured by the SIMT engine (sectors per
   warp access, bank-conflict degree, divergent branches), with the target and the line.
 - :mod:`.ddp`: lesson 10's DDP step run on gloo processes (``check_step``).
+- :mod:`.ddp_container`: lesson 10's DDP containers run on gloo processes (``check_ddp``).
+- :mod:`.sharded_optimizer`: lesson 13's sharded optimizer run on gloo processes
+  (``check_sharded_optimizer``); :mod:`.shipped`: a student's class shipped to the workers.
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 - :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).
 

@@ -6,6 +6,8 @@
   deadline, killing them all on failure (lessons 10, 11 and 13);
 - :mod:`.ddp` - DistributedDataParallel training, evaluation across ranks, gradient
   buckets, ``torchrun`` (lesson 10);
+- :mod:`.overlap` - what a DDP container sends and when: all-reduce calls, bytes and overlap
+  with backward, for torch's DDP, lesson 09's after-backward sync or a container class (lesson 10);
 - :mod:`.collectives` - naive, tree and ring allreduce over send/recv and their cost
   model (lesson 11; lesson 10 uses the cost model);
 - :mod:`.kvstore` and :mod:`.ps` - push/pull key-value stores and a parameter server

@@ -20,10 +20,13 @@ This module has
   (``torch.distributed.fsdp.fully_shard``) in :func:`fsdp_run`; :func:`zero_worker` runs
   them in one process group and :func:`compare` starts it on ``k`` processes (gloo on CPUs,
   NCCL when there is a GPU per process);
-  :func:`reference_losses` trains the unsharded model in one process.
+  :func:`reference_losses` trains the unsharded model in one process;
+- ZeRO stage 1 around any torch optimizer, torch's ``ZeroRedundancyOptimizer``, with the state
+  bytes each rank holds measured: :func:`zero_redundancy` (on ``k`` gloo processes).
 
 The check behind exercise 4 (a student's sharded SGD-with-momentum step) is
-:mod:`course_lib.checks.zero`.
+:mod:`course_lib.checks.zero`; exercise 5's (a student's ``ShardedOptimizer``) is
+:mod:`course_lib.checks.sharded_optimizer`.
 
 All sizes are bytes; a "parameter" is one scalar weight.
 """
@@ -297,3 +300,45 @@ def zero_worker(stages=(0, 1, 2, 3), fsdp: bool = True, steps: int = 5, sizes=(6
 def compare(k: int = 2, timeout: float = 120.0, **options) -> list[dict]:
     """Run :func:`zero_worker` on ``k`` processes from a notebook; results by rank."""
     return launch(zero_worker, k, timeout=timeout, **options)
+
+
+# ------------------------------------------------------------ ZeRO-1 for any optimizer, torch's
+def _state_bytes(optimizer, params) -> list[int]:
+    """Bytes of ``optimizer``'s state (its ``.state``: moments, steps) held for each of ``params``."""
+    return [_storage_bytes(v for v in optimizer.state.get(p, {}).values() if torch.is_tensor(v)) for p in params]
+
+
+def zero_redundancy_worker(steps: int = 3, sizes=(64, 256, 256, 10), batch: int = 16, lr: float = 1e-2,
+                           seed: int = 0) -> dict:
+    """Worker: the MLP of ``sizes`` trained ``steps`` AdamW steps with torch's
+    ``ZeroRedundancyOptimizer`` (ZeRO stage 1 around any optimizer: each rank keeps the state of
+    its partition of the parameters, steps it, and broadcasts it), gradients averaged by an
+    all-reduce as DDP would. Returns the optimizer-state bytes this rank holds per parameter,
+    those of an unsharded AdamW run alongside on the same gradients, and the final parameters."""
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    rank, world, device = init_process_group("gloo")
+    model = mlp(sizes, seed).to(device)
+    twin = mlp(sizes, seed).to(device)
+    sharded = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.AdamW, lr=lr)
+    unsharded = torch.optim.AdamW(twin.parameters(), lr=lr)
+    for _ in range(steps):
+        X, y = _local_batch(rank, world, batch, sizes, device)
+        for m in (model, twin):
+            m.zero_grad(set_to_none=True)
+            F.cross_entropy(m(X), y).backward()
+            for p in m.parameters():
+                dist.all_reduce(p.grad)
+                p.grad /= world
+        sharded.step()
+        unsharded.step()
+    params = list(model.parameters())
+    return {"rank": rank, "state_bytes": _state_bytes(sharded.optim, params),
+            "unsharded_bytes": _state_bytes(unsharded, list(twin.parameters())),
+            "numels": [p.numel() for p in params],
+            "max_difference": max(float((a - b).abs().max()) for a, b in zip(params, twin.parameters()))}
+
+
+def zero_redundancy(k: int = 2, timeout: float = 120.0, **options) -> list[dict]:
+    """Run :func:`zero_redundancy_worker` on ``k`` gloo processes; results by rank."""
+    return launch(zero_redundancy_worker, k, timeout=timeout, **options)

@@ -171,3 +171,12 @@ def test_greedy_loads_and_malformed_results():
     from course_lib.checks.sharded_optimizer import _raw
     with pytest.raises(MalformedResult, match="owned parameters"):
         _raw({"params": [torch.zeros(2)], "owned": [7], "state_bytes": 0}, 0, [(2,)])
+
+
+def test_torchs_zero_redundancy_optimizer_holds_each_state_once():
+    from course_lib.parallel import zero
+    results = zero.zero_redundancy(2, steps=2, sizes=(6, 16, 16, 4))
+    unsharded = results[0]["unsharded_bytes"]
+    assert [sum(r["state_bytes"][i] > 0 for r in results) for i in range(len(unsharded))] == [1] * len(unsharded)
+    assert sum(sum(r["state_bytes"]) for r in results) == sum(unsharded)
+    assert all(r["max_difference"] < 1e-6 for r in results)

@@ -4,6 +4,7 @@ kernel while the grader waits (the student's code runs in its worker processes).
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import select
@@ -167,3 +168,25 @@ class CheckerProcess(SandboxedProcess):
         if sig is not None:
             return SIGNALS.get(sig, f"signal {sig}")
         return f"exit code {code}"
+
+
+def served_checker(limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None) -> CheckerProcess:
+    """A checker for one slot's submissions, each forked from one template that imported the
+    modules the lesson's setup cells import (``checker.serve_checkers``): a class pays those
+    imports once per slot, not once per student. Pass it to ``execute_submission`` for each."""
+    preload = import_statements(code for _, code in lesson["setup"])
+    return CheckerProcess(limits, slot, sandbox, scratch, preload=preload)
+
+
+def import_statements(codes) -> str:
+    """The top-level ``import`` and ``from ... import`` statements of the given cells' code, one
+    per line (cells that do not parse add nothing)."""
+    lines = []
+    for code in codes:
+        try:
+            tree = ast.parse(code)
+        except (SyntaxError, ValueError):
+            continue
+        lines += [ast.unparse(node) for node in tree.body if isinstance(node, ast.Import)
+                  or isinstance(node, ast.ImportFrom) and node.module != "__future__" and not node.level]
+    return "\n".join(dict.fromkeys(lines))

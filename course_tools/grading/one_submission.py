@@ -21,7 +21,8 @@ import nbformat
 
 from ..paths import GRADED_NOTEBOOK
 from .cells import grade_id, is_test_cell, points
-from .execute import Execution, Verdict, error_output, execute_submission, served_checker
+from .checker_process import served_checker
+from .execute import Execution, Verdict, error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, render_html, safe_outputs
 from .intake import SubmissionProblem, copy_files, inspect_folder, notebook_notes, read_timestamp
 from .lesson_run import LessonRun, Slot, Stopped

@@ -17,7 +17,8 @@ import nbformat
 import pytest
 
 from course_tools.grading import sandbox
-from course_tools.grading.execute import execute_submission, import_statements, served_checker
+from course_tools.grading.checker_process import import_statements, served_checker
+from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits
 

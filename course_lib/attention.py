@@ -10,7 +10,8 @@ FlashAttention (Dao et al., NeurIPS 2022) never writes S or P: it walks over blo
 keeps a *running* row maximum ``m`` and row sum ``l`` of the exponentials (the online softmax,
 Milakov and Gimelshein 2018), and rescales what it accumulated whenever the maximum grows. This
 module holds the counting models (:func:`naive_kernels`, :func:`score_matrix_bytes`,
-:func:`attention_flops`), a naive attention in torch (:func:`naive_attention`), the online
+:func:`attention_flops`, :func:`backward_flops`, :func:`saved_for_backward_bytes`, and the
+measured :func:`saved_tensor_bytes`), a naive attention in torch (:func:`naive_attention`), the online
 softmax of one *vector*, shown step by step (:func:`online_softmax_steps`), and the probe that
 says which of torch's ``scaled_dot_product_attention`` back-ends ran (:func:`sdpa_backend_used`),
 and the GPU figures the lecture plots where it has no GPU (:func:`gpu_figures_on_record`).
@@ -36,6 +37,39 @@ def attention_flops(n: int, d: int, causal: bool = False, heads: int = 1) -> flo
     softmax's O(n^2) is left out); half of it when causal."""
     flops = 4.0 * n * n * d * heads
     return flops / 2 if causal else flops
+
+
+def backward_flops(n: int, d: int, causal: bool = False, heads: int = 1) -> float:
+    """FLOPs of one attention backward over ``heads`` heads of length ``n``: five matrix products
+    of 2 n^2 d each (S recomputed from Q and K, dV = P^T dO, dP = dO V^T, dQ = dS K, dK = dS^T Q),
+    2.5 times the forward's two (the convention of the FlashAttention-2 paper's benchmarks); half
+    of it when causal. A backward that stored P instead of recomputing it would do four."""
+    return 2.5 * attention_flops(n, d, causal, heads)
+
+
+def saved_for_backward_bytes(n: int, d: int, heads: int = 1, element_bytes: int = 2, store_p: bool = False) -> int:
+    """Bytes a training step keeps from attention's forward for its backward, per ``heads`` heads:
+    Q, K, V and O (n x d each) and the row log-sum-exp L (n floats, float32) when P is recomputed
+    (FlashAttention); the N x N probabilities P as well with ``store_p`` (naive attention's autograd)."""
+    kept = (4 * n * d * element_bytes + 4 * n) * heads
+    return kept + (n * n * element_bytes * heads if store_p else 0)
+
+
+def saved_tensor_bytes(fn, *inputs) -> int:
+    """Bytes of the tensors torch's autograd saves for the backward while ``fn(*inputs)`` runs,
+    each storage counted once (``torch.autograd.graph.saved_tensors_hooks`` sees every one)."""
+    import torch
+
+    storages = {}
+
+    def pack(t):
+        storage = t.untyped_storage()
+        storages[storage.data_ptr()] = storage.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn(*inputs)
+    return sum(storages.values())
 
 
 def score_matrix_bytes(n: int, heads: int = 1, element_bytes: int = 2) -> int:

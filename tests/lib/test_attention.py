@@ -164,3 +164,20 @@ def test_gpu_figures_on_record_are_the_recorded_rows_and_the_cited_papers():
     assert softmax["row softmax, unfused (eager)"] == recorded.figure("14.softmax_eager_gbs").value
     bf16 = next(f for f in figures["TFLOP/s"] if f.what.startswith("bf16"))
     assert bf16.origin == "recorded, 4 notebooks at once" and round(bf16.value) == 279   # the run printed 279 TFLOP/s
+
+
+def test_backward_flops_are_five_products_and_saved_bytes_drop_p():
+    n, d = 256, 64
+    assert attention.backward_flops(n, d) == 5 * 2 * n * n * d == 2.5 * attention.attention_flops(n, d)
+    assert attention.backward_flops(n, d, causal=True, heads=3) == 1.5 * 2.5 * attention.attention_flops(n, d)
+    flash = attention.saved_for_backward_bytes(n, d, heads=2, element_bytes=4)
+    assert flash == 2 * (4 * n * d * 4 + 4 * n)
+    assert attention.saved_for_backward_bytes(n, d, heads=2, element_bytes=4, store_p=True) - flash == 2 * n * n * 4
+
+
+def test_saved_tensor_bytes_sees_the_probabilities_naive_attention_keeps():
+    n, d = 64, 16
+    q, k, v = (torch.randn(1, 1, n, d, requires_grad=True) for _ in range(3))
+    naive = attention.saved_tensor_bytes(attention.naive_attention, q, k, v)
+    assert naive >= 4 * n * n + 3 * 4 * n * d          # P (float32) and q, k, v at least
+    assert attention.saved_tensor_bytes(lambda x: (x * 2).sum(), q) == 0   # a product by a constant saves nothing

@@ -15,6 +15,10 @@ or after, :class:`course_lib.parallel.overlap.AllReduceLog`). torch's own
 starting states and the data from a fresh secret seed, computes the one-process training on the
 whole batch and the all-reduces an exact container issues (one per parameter that received a
 gradient in the step, a tied weight once, a frozen one never), and every difference.
+
+The all-reduce log is observed inside the worker, so it is as trustworthy as the worker: code
+that rewrites ``dist.all_reduce`` again can misreport it. The parameters and buffers cannot be
+misreported that way: they are compared with the caller's own training.
 """
 from __future__ import annotations
 

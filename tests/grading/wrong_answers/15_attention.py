@@ -10,6 +10,11 @@ below an earlier one, every score between -3e4 and -1e4), where a running max st
 mask of -1e4 instead of -inf or the block's max instead of the running one gives nan or the wrong
 keys; loading more than a fused kernel needs breaks the byte budget
 counted in Triton's interpreter; a wrong prediction of the bytes fails against the counter;
+L (the row log-sum-exp the forward stores) taken from unscaled scores fails against torch.logsumexp;
+the backward's mistakes (D from P instead of rowsum(dO * O), the scale missing from dQ or dK, the
+causal mask left out of the recomputation, P from unscaled scores) fail against torch's autograd
+of naive attention, and untiled scores or a causal key block that walks every query block break
+the budgets on tensors and bytes;
 a tensor wider than the exercise's bound on blocks stops the kernel, and so does a tensor
 given to a tl.constexpr parameter.
 
@@ -108,15 +113,11 @@ WRONG_ANSWERS = {
         # has one key block)
         ('ds = p * (doi @ vj.transpose(1, 2) - delta[:, i0:i0 + BLOCK, None])',
          'dp = doi @ vj.transpose(1, 2)\n            ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))'),
-        # the scale missing from dQ
-        ('dq[:, i0:i0 + BLOCK] += scale * ds @ kj', 'dq[:, i0:i0 + BLOCK] += ds @ kj'),
         # the causal mask left out of the recomputation (the blocks above the diagonal are still skipped)
         ('            if is_causal:\n                s_tile = s_tile.masked_fill(',
          '            if False:\n                s_tile = s_tile.masked_fill('),
         # P recomputed from unscaled scores: exp(q k^T - L), where L is of the scaled ones
         ('s_tile = qi @ kj.transpose(1, 2) * scale', 's_tile = qi @ kj.transpose(1, 2)'),
-        # the forward's accumulator not rescaled when a later key block raises the maximum
-        ('acc = alpha[..., None] * acc + p @ v[:, j0:j0 + BLOCK]', 'acc = acc + p @ v[:, j0:j0 + BLOCK]'),
         # untiled: the whole (b, n, n) score matrix and P at once, right values, over the budget on tensors
         [('    for i0 in range(0, n, BLOCK):\n        qi, rows = ',
           '    for i0 in range(0, n, n):\n        qi, rows = '),

@@ -24,7 +24,7 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
 - 13_sharding_and_model_parallelism: parallel.zero, parallel.tensor_parallel,
   parallel.pipeline, parallel.planner, transformer_block, schedule, training_memory, models,
   devices, hardware
-- 14_triton: triton_traffic (on triton_interpreter), triton_kernels, recorded, hardware
+- 14_triton: triton_traffic (on triton_interpreter, triton_handover, triton_mode), triton_kernels, recorded, hardware
 - 15_attention: attention, attention_kernels, triton_traffic, roofline, hardware, timing
 
 Every lecture also shows a picture from :mod:`.diagrams` (one module per diagram).

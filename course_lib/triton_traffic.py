@@ -3,7 +3,8 @@
 Triton compiles ``@triton.jit`` kernels for NVIDIA and AMD GPUs. Without a usable GPU the same
 kernels run in Triton's *interpreter* (``TRITON_INTERPRET=1``): every program of the grid runs
 one after another on the CPU, each ``tl.*`` operation on NumPy arrays. :func:`prepare` decides
-which, before any kernel is decorated, and says why; :func:`triton_mode` reports it.
+which, before any kernel is decorated, and says why; :func:`triton_mode` reports it (both
+:mod:`.triton_mode`'s, as is :func:`lecture_kernel_source`).
 
 In the interpreter every ``tl.load`` and ``tl.store`` reaches two methods of its builder with the
 whole block of addresses and the mask. :func:`count` wraps them for one launch: it counts the
@@ -13,8 +14,8 @@ nothing) and refuses any address outside the tensors the kernel was given
 (:class:`Traffic`), the same idea as lesson 03's access counts: deterministic, the same on
 every machine. Units: bytes; a "program" is one instance of the grid.
 
-No other route reaches memory in a counted launch: the kernel gets guarded *copies* of the
-tensors (the caller's are never handed to it); a tensor may go only to a plain parameter,
+No other route reaches memory in a counted launch (:mod:`.triton_handover`): the kernel gets
+guarded *copies* of the tensors (the caller's are never handed to it); a tensor may go only to a plain parameter,
 which the interpreter turns into a pointer (a parameter annotated ``tl.constexpr``, or with any
 annotation or default, would receive the torch tensor itself: :class:`TensorParameter`);
 atomics are refused; after the launch every input must equal what the caller passed
@@ -35,86 +36,34 @@ fails, :func:`triton_mode` says so, and the lesson shows its kernels without run
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import inspect
 import linecache
 import math
-import os
-import platform
 import sys
 from contextlib import contextmanager
 from pathlib import Path
 
 from .checks.core import CheckFailed
 from .checks.unanswered import refuse_unanswered
+from .triton_handover import (  # noqa: F401 - InputWritten, TensorParameter, GUARD_BYTES: part of this API
+    GUARD_BYTES,
+    InputWritten,
+    TensorParameter,
+    arg_names,
+    copy_with_strides,
+    guarded,
+    hand_back,
+    refuse_tensor_constants,
+    writable_names,
+)
 from .triton_interpreter import interpreted, jit_calls_interpreted, language_restored, unwrap
+from .triton_mode import lecture_kernel_source, prepare, triton_mode  # noqa: F401 - part of this API
 
 MAX_PROGRAMS = 4096          # programs one counted launch may have (the interpreter runs them one by one)
 MAX_BLOCK = 1 << 16          # elements one tensor of a kernel (a block, a tile) may have in a counted launch
-GUARD_BYTES = 4096           # unused bytes on either side of each tensor in a counted launch
-
-_MODE: tuple[str, str] | None = None
-
-
-def _gpu_reason() -> str | None:
-    """None when torch sees a GPU Triton can compile for; else why not (one line)."""
-    try:
-        import torch
-    except ImportError:
-        return "torch is not installed"
-    acc = torch.accelerator.current_accelerator(check_available=True)
-    if acc is None:
-        return "torch sees no GPU (torch.accelerator found none)"
-    if acc.type != "cuda":
-        return f"torch's accelerator is {acc.type}, which this lesson's Triton does not compile for"
-    return None
-
-
-def prepare() -> tuple[str, str]:
-    """Choose how Triton kernels run here, once, before any is decorated: ("gpu", why),
-    ("interpreter", why) or ("unavailable", why). Sets ``TRITON_INTERPRET=1`` when there is
-    Triton but no usable GPU (or keeps it when the user set it)."""
-    global _MODE
-    if _MODE is not None:
-        return _MODE
-    try:
-        spec = importlib.util.find_spec("triton")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
-        system = platform.system()
-        why = (f"Triton publishes no wheels for {system}: its kernels are shown here but cannot run"
-               if system in ("Darwin", "Windows") else "triton is not installed (scripts/setup.sh installs it)")
-        _MODE = ("unavailable", why)
-    elif os.environ.get("TRITON_INTERPRET") == "1":
-        _MODE = ("interpreter", "TRITON_INTERPRET=1 was set before the lesson started")
-    else:
-        reason = _gpu_reason()
-        if reason is None:
-            _MODE = ("gpu", "kernels are compiled for this GPU")
-        else:
-            os.environ["TRITON_INTERPRET"] = "1"
-            _MODE = ("interpreter", f"{reason}: kernels run in Triton's interpreter on the CPU (TRITON_INTERPRET=1)")
-    return _MODE
-
-
-def triton_mode() -> str:
-    """'gpu', 'interpreter' or 'unavailable' (see :func:`prepare`)."""
-    return prepare()[0]
-
 
 class OutOfBounds(CheckFailed, IndexError):
     """A load or store whose address lies outside every tensor the kernel was given."""
-
-
-class InputWritten(CheckFailed, RuntimeError):
-    """A store into a tensor the launch names as an input (not one of its ``outputs``), or an
-    input that differs after the launch from what the caller passed."""
-
-
-class TensorParameter(CheckFailed, TypeError):
-    """A tensor passed to a kernel parameter with an annotation (``tl.constexpr``) or a default
-    value: the interpreter would hand the kernel the torch tensor itself, not a pointer."""
 
 
 class BlockTooLarge(CheckFailed, ValueError):
@@ -337,108 +286,11 @@ def _counting(counter: _Counter, limit: int = MAX_BLOCK):
         builder.__dict__.update(saved)
 
 
-def _span(value) -> int:
-    """Elements from a tensor's first element to its last, the gaps its strides skip included."""
-    return 1 + sum((n - 1) * s for n, s in zip(value.shape, value.stride())) if value.numel() else 0
-
-
-def copy_with_strides(value, device):
-    """A copy of a tensor on ``device`` with its shape and strides kept, so that the strides a launch
-    passes still describe it (``.to()`` and ``.clone()`` make a slice of a wider buffer contiguous);
-    other values unchanged."""
-    if not (hasattr(value, "data_ptr") and hasattr(value, "element_size")):
-        return value
-    import torch
-
-    span = _span(value)
-    buf = torch.empty(span, dtype=value.dtype, device=device)
-    buf.copy_(value.as_strided((span,), (1,)))   # every element the strides reach, gaps included
-    return buf.as_strided(value.shape, value.stride())
-
-
-def _guarded(value):
-    """A copy of a tensor (its strides kept) with :data:`GUARD_BYTES` of unused memory on either
-    side, so that an access just past its end (or before its start) lands outside every
-    argument rather than in a neighbouring tensor; other values unchanged."""
-    if not (hasattr(value, "data_ptr") and hasattr(value, "element_size")):
-        return value
-    import torch
-
-    pad = -(-GUARD_BYTES // value.element_size())
-    span = _span(value)
-    buf = torch.empty(span + 2 * pad, dtype=value.dtype, device=value.device)
-    buf[pad:pad + span].copy_(value.as_strided((span,), (1,)))   # every element the strides reach
-    return buf.as_strided(value.shape, value.stride(), pad)
-
-
-def _holds_tensor(value) -> bool:
-    return hasattr(value, "data_ptr") or isinstance(value, (tuple, list)) and any(_holds_tensor(v) for v in value)
-
-
-def _annotation(annotation) -> str:
-    if isinstance(annotation, str):
-        return annotation[:40]
-    name = getattr(annotation, "__name__", None)
-    return "tl.constexpr" if name == "constexpr" else (name or repr(annotation))[:40]
-
-
-def refuse_tensor_constants(kernel, args, meta) -> None:
-    """Raise :class:`TensorParameter` when a tensor in ``args`` (positional) or ``meta``
-    (keywords) goes to a parameter of ``kernel`` that has an annotation or a default value."""
-    fn = getattr(kernel, "fn", kernel)
-    params = list(inspect.signature(fn).parameters.values())
-    given = [*zip(params, args), *((p, meta[p.name]) for p in params if p.name in meta)]
-    for param, value in given:
-        if not _holds_tensor(value):
-            continue
-        if param.annotation is not param.empty:
-            what = f"is annotated `{_annotation(param.annotation)}`"
-        elif param.default is not param.empty:
-            what = "has a default value"
-        else:
-            continue
-        raise TensorParameter(f"{getattr(fn, '__name__', 'the kernel')}'s parameter `{param.name}` receives a tensor "
-                              f"but {what}: a tensor parameter is a plain name, which the kernel gets as a pointer "
-                              "(only numbers and flags may be tl.constexpr)")
-
-
 def _grid(grid) -> tuple:
     grid = (grid,) if isinstance(grid, int) else tuple(grid)
     if not 1 <= len(grid) <= 3 or any(type(g) is not int or g < 0 for g in grid):
         raise ValueError(f"a grid is 1 to 3 non-negative integers, got {grid!r}")
     return grid
-
-
-def _arg_names(kernel) -> list[str]:
-    fn = getattr(kernel, "fn", kernel)
-    return list(inspect.signature(fn).parameters)
-
-
-def _writable(names: list[str], outputs) -> set[str] | None:
-    """The parameter names at positions ``outputs`` (None: every tensor may be stored into)."""
-    if outputs is None:
-        return None
-    return {names[i] for i in outputs if 0 <= i < len(names)}
-
-
-def _changed(before, after) -> int:
-    """Elements of ``after`` that differ from ``before`` (NaN where NaN was counts as unchanged)."""
-    return int(((after != before) & ~(after.isnan() & before.isnan())).sum().item())
-
-
-def _hand_back(names: list[str], args, copies, outputs) -> None:
-    """After a launch on ``copies`` of ``args``: every input (an argument not in ``outputs``)
-    must equal the caller's tensor, else :class:`InputWritten`; then only the outputs are
-    copied into the caller's tensors (all of them when ``outputs`` is None)."""
-    pairs = [(i, a, c) for i, (a, c) in enumerate(zip(args, copies)) if c is not a and hasattr(a, "copy_")]
-    for i, a, c in pairs:
-        changed = 0 if outputs is None or i in outputs else _changed(a, c.to(a.device))
-        if changed:
-            raise InputWritten(f"the kernel changed its input `{names[i] if i < len(names) else i}`: expected it "
-                               f"unchanged, got {changed} of {a.numel()} element(s) changed")
-    for i, a, c in pairs:
-        if outputs is None or i in outputs:
-            a.copy_(c)
 
 
 def count(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> Traffic:
@@ -457,24 +309,24 @@ def count(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> Traffi
     programs = math.prod(grid)
     if programs > MAX_PROGRAMS:
         raise ValueError(f"a grid of {programs} programs; a counted launch may have {MAX_PROGRAMS}")
-    names = _arg_names(kernel)
+    names = arg_names(kernel)
     refuse_unanswered(kernel)
     refuse_tensor_constants(kernel, args, meta)
     for name, value in zip(names, args):
         if hasattr(value, "device") and getattr(value.device, "type", "cpu") != "cpu":
             raise ValueError(f"count() runs in the interpreter: pass CPU tensors (`{name}` is on {value.device})")
-    guarded = [_guarded(a) for a in args]
-    counter = _Counter(_regions(names, guarded), _writable(names, outputs))
+    copies = [guarded(a) for a in args]
+    counter = _Counter(_regions(names, copies), writable_names(names, outputs))
     runner = interpreted(kernel)
     with _counting(counter, min(MAX_BLOCK, block_limit or MAX_BLOCK)):
         try:
-            runner[grid](*guarded, **meta)
+            runner[grid](*copies, **meta)
         except Exception as exc:  # noqa: BLE001 - the kernel's own error, not the interpreter's wrapper
             inner = unwrap(exc)
             if inner is exc:
                 raise
             raise inner from None
-    _hand_back(names, args, guarded, outputs)
+    hand_back(names, args, copies, outputs)
     return Traffic({k: v for k, v in counter.loaded.items()}, {k: v for k, v in counter.stored.items()},
                    counter.per_program, programs)
 
@@ -499,25 +351,11 @@ def launch(kernel, grid, *args, outputs=None, block_limit=None, **meta) -> None:
         cpu = [copy_with_strides(a, "cpu") if isinstance(a, torch.Tensor) and a.device.type != "cpu" else a
                for a in args]
         count(kernel, grid, *cpu, outputs=outputs, block_limit=block_limit, **meta)
-        _hand_back(_arg_names(kernel), args, cpu, outputs)
+        hand_back(arg_names(kernel), args, cpu, outputs)
         return
     moved = [copy_with_strides(a, "cuda") for a in args]   # copies (never the caller's own), strides kept
     kernel[_grid(grid)](*moved, **meta)
     torch.cuda.synchronize()
-    _hand_back(_arg_names(kernel), args, moved, outputs)
+    hand_back(arg_names(kernel), args, moved, outputs)
 
 
-def lecture_kernel_source(name: str, module: str = "triton_kernels") -> str:
-    """The source of one function (decorator included) of ``course_lib.<module>`` (lesson 14's
-    ``triton_kernels``, lesson 15's ``attention_kernels``) read from its file, without importing
-    Triton: what the lessons show where Triton cannot be installed (macOS, Windows)."""
-    import ast
-    from pathlib import Path
-
-    path = Path(__file__).with_name(f"{module}.py")
-    text = path.read_text()
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            first = min([node.lineno] + [d.lineno for d in node.decorator_list])
-            return "\n".join(text.splitlines()[first - 1:node.end_lineno]) + "\n"
-    raise KeyError(f"course_lib.{module} has no function {name!r}")

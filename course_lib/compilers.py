@@ -221,3 +221,84 @@ def round_trip(exported) -> Callable:
     torch.export.save(exported, buffer)
     buffer.seek(0)
     return torch.export.load(buffer).module()
+
+
+@dataclass
+class CompileLog:
+    """What TorchDynamo did over a sequence of calls: the number of graphs compiled so far after
+    each call, and for each recompile the first guard that failed (why the cached graph was refused)."""
+
+    compiles_after_call: list[int]
+    recompile_reasons: list[str]
+
+    @property
+    def compiles(self) -> int:
+        """Graphs compiled over all the calls (the first compile included)."""
+        return self.compiles_after_call[-1] if self.compiles_after_call else 0
+
+
+def _first_guard_failure(message: str) -> str:
+    """The first failed guard of a 'Recompiling function ...' log message, trimmed to one line."""
+    lines = [line.strip() for line in message.splitlines() if line.strip().startswith("- ")]
+    return lines[0][2:].split("  #")[0].strip() if lines else message.splitlines()[0]
+
+
+def count_compiles(fn: Callable, calls) -> CompileLog:
+    """``torch.compile(fn)`` called on each argument tuple of ``calls``, counting compiles.
+
+    The backend counts the graphs TorchDynamo hands it and runs them eagerly (no Inductor, so no
+    seconds of C++ compiling): what is counted is capture and guarding, the part that decides
+    recompiles. The recompile log (``torch._logging.set_logs(recompiles=True)``) is captured,
+    not printed. Dynamo's cache is reset before and after.
+    """
+    graphs = 0
+
+    def counting_backend(graph_module, example_inputs):
+        nonlocal graphs
+        graphs += 1
+        return graph_module.forward
+
+    messages: list[str] = []
+
+    class _Collect(logging.Handler):
+        def emit(self, record):
+            if "Recompiling" in record.getMessage():
+                messages.append(record.getMessage())
+
+    handler, logger = _Collect(), logging.getLogger("torch._dynamo")
+    torch._dynamo.reset()
+    after = []
+    logger.addHandler(handler)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            torch._logging.set_logs(recompiles=True)
+            compiled = torch.compile(fn, backend=counting_backend)
+            for args in calls:
+                quiet(compiled, *args)
+                after.append(graphs)
+    finally:
+        torch._logging.set_logs()
+        logger.removeHandler(handler)
+        torch._dynamo.reset()
+    return CompileLog(after, [_first_guard_failure(m) for m in messages])
+
+
+def inductor_code(fn: Callable, *args) -> tuple[object, str]:
+    """(``torch.compile(fn)(*args)``, the Python + C++ (CPU) or Triton (GPU) source Inductor wrote for it).
+
+    Compiles for real (seconds on a CPU: a C++ compiler runs), through
+    ``torch._inductor.utils.run_and_get_code``.
+    """
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    try:
+        output, sources = quiet(run_and_get_code, torch.compile(fn), *args)
+    finally:
+        torch._dynamo.reset()
+    return output, "\n".join(sources)
+
+
+def cpp_kernels(code: str) -> list[str]:
+    """The C++ kernels inside Inductor's CPU output code (the ``r'''...'''`` strings it compiles)."""
+    return [part.split("'''")[0].strip() for part in code.split("r'''")[1:]]

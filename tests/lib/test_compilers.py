@@ -80,3 +80,28 @@ def test_graph_breaks_counts_the_break_at_a_data_dependent_if():
     graphs, breaks, reasons = C.graph_breaks(branchy, torch.ones(3))
     assert breaks >= 1 and graphs >= 1 and len(reasons) == breaks
     assert C.graph_breaks(lambda x: x * 2 + 1, torch.ones(3))[1] == 0
+
+
+def test_count_compiles_shape_then_value_recompile_and_mark_dynamic():
+    def g(x, k):
+        return x * k + 1
+
+    log = C.count_compiles(g, [(torch.ones(4), 2), (torch.ones(8), 2), (torch.ones(16), 2), (torch.ones(4), 3)])
+    assert log.compiles_after_call == [1, 2, 2, 3] and log.compiles == 3
+    assert "size mismatch" in log.recompile_reasons[0] and "k == 2" in log.recompile_reasons[1]
+    x = torch.ones(4)
+    torch._dynamo.mark_dynamic(x, 0)
+    assert C.count_compiles(g, [(x, 2), (torch.ones(8), 2), (torch.ones(16), 2)]).compiles == 1
+
+
+def test_graph_breaks_counts_an_item_break():
+    def f(x):
+        return x * x.max().item()
+
+    graphs, breaks, reasons = C.graph_breaks(f, torch.ones(3))
+    assert (graphs, breaks) == (2, 1) and reasons
+
+
+def test_cpp_kernels_extracts_raw_strings():
+    code = "k = async_compile.cpp_pybinding(['float*'], r'''\nextern \"C\" void kernel() {}\n''')\n"
+    assert C.cpp_kernels(code) == ['extern "C" void kernel() {}']

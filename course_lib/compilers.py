@@ -189,9 +189,13 @@ def graph_breaks(fn: Callable, example: torch.Tensor) -> tuple[int, int, list[st
     ``if``, a ``print``, an unsupported call) and start a new graph afterwards.
     """
     torch._dynamo.reset()
-    report = quiet(torch._dynamo.explain(fn), example)
+    logging.disable(logging.WARNING)  # Dynamo also logs each break (e.g. `.item()`) as a warning on stderr
+    try:
+        report = quiet(torch._dynamo.explain(fn), example)
+    finally:
+        logging.disable(logging.NOTSET)
+        torch._dynamo.reset()
     reasons = [r.reason for r in report.break_reasons]
-    torch._dynamo.reset()
     return report.graph_count, report.graph_break_count, reasons
 
 

@@ -3,8 +3,14 @@
 Training with Adam keeps, for every parameter, the parameter itself, its gradient and the
 optimizer's state. In mixed precision (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
 Toward Training Trillion Parameter Models", section 3.1) that is 2 bytes (fp16/bf16
-parameter) + 2 bytes (gradient) + K = 12 bytes (fp32 master copy, momentum and variance):
-16 bytes per parameter, on every data-parallel rank. ZeRO removes the copies:
+parameter) + 2 bytes (fp16/bf16 gradient) + K = 12 bytes (fp32 master copy, momentum and
+variance): 16 bytes per parameter, on every data-parallel rank. The 16 assume the gradients
+are kept in 16 bits. Frameworks that accumulate and all-reduce them in an fp32 buffer keep
+2 + 4 + 12 = 18 bytes, and 20 when the 16-bit gradients stay beside the fp32 ones
+(Megatron Core's distributed-optimizer guide: "float16 param, fp32 grads" 18, "float16
+param, float16 grads" 20, with an fp32 copy of the gradients in the optimizer;
+https://docs.nvidia.com/megatron-core/developer-guide/latest/distrib_optimizer.html).
+ZeRO removes the copies:
 
 - stage 1 shards the optimizer state over the ``N`` ranks (each keeps ``1/N``),
 - stage 2 shards the gradients too,
@@ -45,6 +51,7 @@ from .launch import init_process_group, launch
 #: bytes per parameter of Adam training: (parameter, gradient, optimizer state)
 BYTES_PER_PARAMETER = {
     "mixed": {"params": 2, "grads": 2, "optimizer": 12},  # ZeRO paper: 2 + 2 + K, K = 12
+    "mixed_fp32_grads": {"params": 2, "grads": 4, "optimizer": 12},  # fp32 gradient buffer: 18
     "fp32": {"params": 4, "grads": 4, "optimizer": 8},  # fp32 weights, grads, Adam m and v
 }
 #: which categories each ZeRO stage shards over the data-parallel ranks
@@ -55,7 +62,9 @@ def memory_per_rank(n_params: float, n_ranks: int = 1, stage: int = 0, precision
                     activation_bytes: float = 0.0) -> dict[str, float]:
     """Bytes one data-parallel rank holds when training ``n_params`` parameters with Adam.
 
-    ``precision``: ``"mixed"`` (2 + 2 + 12 bytes per parameter) or ``"fp32"`` (4 + 4 + 8).
+    ``precision``: ``"mixed"`` (2 + 2 + 12 bytes per parameter: 16-bit gradients, as the ZeRO
+    paper counts), ``"mixed_fp32_grads"`` (2 + 4 + 12: gradients accumulated in an fp32
+    buffer) or ``"fp32"`` (4 + 4 + 8).
     ``stage`` 0 (plain data parallelism) to 3 shards the categories of :data:`SHARDED` over
     ``n_ranks``. ``activation_bytes`` (what autograd keeps for the backward pass of this
     rank's micro-batch) is not sharded by ZeRO. Returns bytes by category and ``"total"``.
@@ -87,7 +96,8 @@ class MixedPrecisionAdam:
 
     The model computes in ``dtype`` (bf16: 2-byte parameters and gradients); the optimizer
     updates an fp32 master copy (4 bytes) with fp32 momentum and variance (4 + 4 bytes), then
-    copies the result back into the model. The fp32 gradient exists only during ``step``.
+    copies the result back into the model. The fp32 gradient exists only during ``step``: after
+    it the trainer holds the ZeRO paper's 2 + 2 + 12 bytes per parameter, during it 2 + 2 + 4 + 12.
     """
 
     def __init__(self, model: nn.Module, lr: float = 1e-3, dtype=torch.bfloat16):

@@ -65,6 +65,27 @@ def test_mixed_precision_adam_holds_what_the_formula_says():
     assert activation_bytes(trainer.model, (8, 16), device="cpu") == 8 * (16 + 48 + 48) * 2
 
 
+def test_gradient_precision_sets_the_bytes_per_parameter():
+    # the ZeRO paper's 16 bytes assume 16-bit gradients; an fp32 gradient buffer makes 18
+    n = 1000
+    assert zero.memory_per_rank(n)["total"] == 16 * n
+    held = zero.memory_per_rank(n, 4, 2, "mixed_fp32_grads")
+    assert zero.memory_per_rank(n, precision="mixed_fp32_grads")["total"] == 18 * n
+    assert (held["params"], held["grads"], held["optimizer"]) == (2 * n, 4 * n / 4, 12 * n / 4)
+    # MixedPrecisionAdam makes its fp32 gradients only inside step: 2 + 2 + 4 + 12 = 20 bytes there
+    sizes = (16, 48, 48, 5)
+    trainer = zero.MixedPrecisionAdam(zero.mlp(sizes), lr=1e-2)
+    X, y = zero.make_data(1, 8, sizes)
+    in_step = []
+    trainer.optimizer.register_step_pre_hook(
+        lambda opt, args, kwargs: in_step.append(sum(m.grad.nbytes for m in trainer.master)))
+    F.cross_entropy(trainer.model(X.bfloat16()).float(), y).backward()
+    trainer.step()
+    n = count_parameters(trainer.model)
+    assert in_step == [4 * n]
+    assert zero.measured_bytes(trainer)["grads"] + in_step[0] == 6 * n
+
+
 def test_zero_stages_and_fsdp_match_one_process_and_the_formula():
     steps, sizes = 3, (16, 32, 32, 4)
     results = zero.compare(2, steps=steps, sizes=sizes, batch=4, timeout=120)

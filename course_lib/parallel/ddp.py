@@ -27,13 +27,17 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
-from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 from ..data import load_dataset
 from ..models import LeNet, ResNet18
 from .launch import WorkerTimeout, free_port, init_process_group, launch
+
+try:  # DDP's default bucket cap, 25 MiB (a private name, which some torch releases lack: 2.11)
+    from torch.nn.parallel.distributed import _DEFAULT_BUCKET_CAP_MB
+except ImportError:
+    _DEFAULT_BUCKET_CAP_MB = 25
 
 
 def make_model(name: str = "lenet", seed: int = 0) -> nn.Module:

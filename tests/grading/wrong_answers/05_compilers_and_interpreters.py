@@ -67,6 +67,17 @@ WRONG_ANSWERS = {
         # branches of torch.cond swapped
         ('/ v.max(), lambda v: v * 2,', '* 2, lambda v: v / v.max(),'),
     ],
+    'ex6_one_graph': [
+        # keeps the Python if on the tensor peak: right outputs, but Dynamo breaks the graph at the jump
+        ('    return torch.tanh(torch.where(peak > limit, x * (limit / peak), x))',
+         '    if peak > limit:\n        x = x * (limit / peak)\n    return torch.tanh(x)'),
+        # the largest value instead of the largest magnitude: a large negative entry is not clipped
+        ('    peak = x.abs().max()', '    peak = x.max()'),
+        # rescales every input, also those already under the limit
+        ('torch.where(peak > limit, x * (limit / peak), x)', 'x * (limit / peak)'),
+        # the limit fixed at 1
+        ('torch.where(peak > limit, x * (limit / peak), x)', 'torch.where(peak > 1, x / peak, x)'),
+    ],
 }
 
 LIBRARY_CALLS = {
@@ -89,4 +100,8 @@ LIBRARY_CALLS = {
     # compilers.script(scale) inside forward: torch.export cannot guard on its data-dependent branch
     'ex5_export': ('        return torch.cond(x.max() > 1, lambda v: v / v.max(), lambda v: v * 2, (x,))',
                    '        return compilers.script(scale)(x)'),
+    # compilers.quiet(soft_clip, ...): the given function, its .item() graph break included
+    'ex6_one_graph': ('    peak = x.abs().max()\n'
+                      '    return torch.tanh(torch.where(peak > limit, x * (limit / peak), x))',
+                      '    return compilers.quiet(soft_clip, x, limit)'),
 }

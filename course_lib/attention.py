@@ -270,17 +270,20 @@ def _recorded(what: str, key: str, value: float | None = None, unit: str | None 
 
 def gpu_figures_on_record() -> dict[str, list[GpuFigure]]:
     """What the lecture plots where there is no GPU to run its benchmark on, by unit, every figure
-    read through :mod:`course_lib.recorded` or cited. TFLOP/s: matrix products recorded on an H100 by the
-    course's runs (lessons 01 and 12; attention is two of them per head) beside the attention
-    throughput the FlashAttention papers report (cited). GB/s: lesson 14's row softmax unfused and
+    read through :mod:`course_lib.recorded` or cited. TFLOP/s: matrix products (attention is two
+    of them per head) and the lesson's own fused kernel beside SDPA's flash back-end, recorded on an
+    H200 by the course's run of 2026-11-28 (each notebook alone), and the attention throughput the
+    FlashAttention papers report (cited). GB/s: lesson 14's row softmax unfused and
     fused into one kernel, recorded, beside the device's copy bandwidth, the most a memory-bound
     kernel can reach (fusing S, softmax and P V is what FlashAttention does)."""
     from .recorded import figure
 
-    # lesson 12 recorded bf16 as a multiple of float32, both measured in the same run
-    bf16_tflops = figure("12.fp32_gflops_n4096").value / 1e3 * figure("12.bf16_over_fp32_n4096").value
-    tflops = [_recorded("fp32 matmul 4096²", "01.matmul_fp32_tflops"),
-              _recorded("bf16 matmul 4096² (tensor cores)", "12.bf16_over_fp32_n4096", bf16_tflops, "TFLOP/s"),
+    gflops = {fmt: figure(f"12.{fmt}_gflops_n4096_h200").value for fmt in ("fp32", "bf16")}   # one run, alone
+    tflops = [_recorded("fp32 matmul 4096²", "12.fp32_gflops_n4096_h200", gflops["fp32"] / 1e3, "TFLOP/s"),
+              _recorded("bf16 matmul 4096² (tensor cores)", "12.bf16_gflops_n4096_h200", gflops["bf16"] / 1e3,
+                        "TFLOP/s"),
+              _recorded("fused attention: this lesson's Triton kernel, bf16, N = 4096", "15.fused_triton_tflops_n4096"),
+              _recorded("SDPA's flash back-end, same tensors", "15.sdpa_flash_tflops_n4096"),
               *CITED_ATTENTION_TFLOPS]
     bandwidth = [_recorded("row softmax, unfused (eager)", "14.softmax_eager_gbs"),
                  _recorded("row softmax, fused (one Triton kernel)", "14.softmax_inductor_gbs"),

@@ -163,7 +163,9 @@ def test_gpu_figures_on_record_are_the_recorded_rows_and_the_cited_papers():
     softmax = {f.what: f.value for f in figures["GB/s"]}
     assert softmax["row softmax, unfused (eager)"] == recorded.figure("14.softmax_eager_gbs").value
     bf16 = next(f for f in figures["TFLOP/s"] if f.what.startswith("bf16"))
-    assert bf16.origin == "recorded, 4 notebooks at once" and round(bf16.value) == 279   # the run printed 279 TFLOP/s
+    assert bf16.origin == "recorded" and round(bf16.value) == 691   # the H200 run printed 690992.5 GFLOP/s, alone
+    fused = next(f for f in figures["TFLOP/s"] if f.what.startswith("fused attention"))
+    assert fused.value == recorded.figure("15.fused_triton_tflops_n4096").value and fused.device == "NVIDIA H200"
 
 
 def test_backward_flops_are_five_products_and_saved_bytes_drop_p():

@@ -60,7 +60,12 @@ class CheckerProcess(SandboxedProcess):
             if self.template_up:
                 self.send({"op": "preload", "code": self.preload})
         if self.template_up:
-            self.send({"op": "fork"})
+            try:
+                self.send({"op": "fork"})
+            except OSError:   # the template ended since it was last seen alive: a fresh one
+                self.stop()
+                self.start(wait)
+                return
         if wait:
             self.wait_ready()
 

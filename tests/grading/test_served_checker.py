@@ -96,3 +96,14 @@ def test_a_checker_that_did_not_end_clean_takes_its_template_with_it(slot, left)
     second = run(_notebook(UNTOUCHED))                            # a new template serves the next one
     assert second.verdicts["ex1_test"].passed, second.verdicts
     assert checker.template_up
+
+
+def test_a_template_that_ended_between_submissions_is_replaced(slot):
+    run, checker = slot
+    assert run(_notebook(UNTOUCHED)).verdicts["ex1_test"].passed
+    template = checker.proc
+    os.killpg(template.pid, 9)      # the template and its sandbox end while the slot is between students
+    template.wait(timeout=10)
+    second = run(_notebook(UNTOUCHED))
+    assert second.verdicts["ex1_test"].passed, second.verdicts
+    assert checker.template_up and checker.proc is not template

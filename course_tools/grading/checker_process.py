@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from .sandbox import SLOTS, Limits
+from .sandbox import SLOTS, Limits, _read_only_paths
 from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, signal_of
 from .utf8 import valid_text
 
@@ -31,6 +31,7 @@ class CheckerProcess(SandboxedProcess):
         # and serves the slot's submissions one after another (sandboxed only: see checker.serve_checkers)
         self.preload = preload if sandbox else None
         self.template_up = False    # a template runs in this sandbox (the served checker is its child)
+        self.read_only = [Path(__file__).resolve().parent]   # bound read-only besides Python and the course
         self.buffer = bytearray()   # bytes read past the last full line
         self.scanned = 0            # bytes of ``buffer`` already searched for a newline
         self.tmp: Path | None = None
@@ -55,7 +56,7 @@ class CheckerProcess(SandboxedProcess):
             self.closed = False
             command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
             self._popen(command + (["--template"] if self.preload is not None else []), None, tmp, None,
-                        read_only=[here], cwd=tmp, pipes=True)
+                        read_only=self.read_only, cwd=tmp, pipes=True)
             self.template_up = self.preload is not None
             if self.template_up:
                 self.send({"op": "preload", "code": self.preload})
@@ -93,8 +94,13 @@ class CheckerProcess(SandboxedProcess):
         if not (idle and idle.get("op") == "idle" and idle.get("clean") is True):
             self.stop()
             return
+        # a read-only folder under /tmp (a clone there) is bound onto a folder bubblewrap made in
+        # this scratch: removing that folder here would take the mount away inside the sandbox
+        mounts = {p.parts[2] for p in _read_only_paths(self.read_only) if len(p.parts) > 2 and p.parts[1] == "tmp"}
         try:
             for entry in os.scandir(self.tmp):
+                if entry.name in mounts:
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     shutil.rmtree(entry.path)
                 else:

@@ -107,3 +107,21 @@ def test_a_template_that_ended_between_submissions_is_replaced(slot):
     second = run(_notebook(UNTOUCHED))
     assert second.verdicts["ex1_test"].passed, second.verdicts
     assert checker.template_up and checker.proc is not template
+
+
+def test_a_folder_bound_from_under_tmp_stays_bound_for_the_next_submission(slot, tmp_path):
+    """A course cloned under /tmp is bound into the checker's sandbox onto folders that bubblewrap
+    makes in the sandbox's scratch; emptying the scratch between two submissions must leave them."""
+    run, checker = slot
+    shared = Path(tempfile.mkdtemp(prefix="course-clone-", dir="/tmp"))
+    try:
+        (shared / "data.txt").write_text("42")
+        os.chmod(shared, 0o755)
+        checker.read_only.append(shared)
+        reads = f"assert open({str(shared / 'data.txt')!r}).read() == '42'\nassert answer() == 42"
+        for _ in range(2):
+            ex = run(_notebook(reads))
+            assert ex.verdicts["ex1_test"].passed, ex.verdicts
+        assert checker.template_up
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

@@ -49,7 +49,8 @@ class CheckerProcess(SandboxedProcess):
         self.limit_hit = self.broke = ""
         self.watch_at = time.monotonic() + WATCH_SECONDS
         self.disk_at = time.monotonic() + 1.0
-        if not (self.template_up and self.alive()):
+        fresh = not (self.template_up and self.alive())
+        if fresh:
             here = Path(__file__).resolve().parent
             self.buffer, self.scanned = bytearray(), 0   # a restarted checker starts with a clean channel
             tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
@@ -63,7 +64,9 @@ class CheckerProcess(SandboxedProcess):
         if self.template_up:
             try:
                 self.send({"op": "fork"})
-            except OSError:   # the template ended since it was last seen alive: a fresh one
+            except OSError:   # the template ended since it was last seen alive: a fresh one (once)
+                if fresh:
+                    raise
                 self.stop()
                 self.start(wait)
                 return

@@ -40,6 +40,7 @@ import linecache
 import os
 import sys
 import textwrap
+import time
 import traceback
 
 CELL = "<test cell>"
@@ -307,8 +308,6 @@ def _sweep() -> bool:
                 pass
         except ChildProcessError:
             pass
-        import time  # noqa: PLC0415
-
         time.sleep(0.01)
     return False
 

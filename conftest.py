@@ -82,10 +82,14 @@ def register_lesson_markers(config):
 def mark_lessons(items):
     """Each test of one lesson gets the marker ``lessonNN``: from its lesson parameter
     (``[03_simt_programming_model]``, ``[03-ex7_tiled-wrong2]``) or its notebook's folder, or the
-    ``LESSON`` its file is about (``LESSON = "14_triton"``)."""
+    ``LESSON`` its file is about (``LESSON = "14_triton"``). A number that is no lesson's (a
+    parameter ``[64_...]``) marks nothing: pytest would warn of an unknown marker."""
+    from course_tools.paths import lesson_dirs
+
+    lessons = {lesson.name[:2] for lesson in lesson_dirs()}
     for item in items:
         found = LESSON_OF_ITEM.search(item.nodeid)
-        if found:
+        if found and found.group(1) in lessons:
             item.add_marker(f"lesson{found.group(1)}")
         of_file = getattr(getattr(item, "module", None), "LESSON", None)   # a file about one lesson
         if isinstance(of_file, str) and of_file[:2].isdigit():

@@ -47,18 +47,18 @@ def test_row_is_what_the_run_printed(row):
 
 def test_loads_typed_figures():
     f = recorded.figure("05.cuda_graph_speedup")
-    assert f.value == pytest.approx(20.1) and f.unit == "x" and f.lesson == "05"
+    assert f.value == pytest.approx(9.6) and f.unit == "x" and f.lesson == "05"
     assert [g.key for g in recorded.for_lesson("14")][:1] == ["14.scale_gbs_block64"]
     assert set(recorded.figures()) == {r["key"] for r in ROWS}
 
 
 def test_labels_name_device_date_and_sharing():
-    shared = recorded.figure("05.cuda_graph_speedup")
+    shared = recorded.figure("08.epoch_60k_b1024_speedup")
     assert shared.label == "recorded on NVIDIA H100 80GB HBM3, 2026-11-26 (4 notebooks at once)"
-    assert str(shared) == shared.label + ": 20.1x"
+    assert str(shared) == shared.label + ": 366.7x"
     alone = recorded.figure("08.gpu_speedup_over_cpu")
     assert alone.label == "recorded on NVIDIA H100 80GB HBM3, 2026-11-23"
-    assert recorded.figure("14.scale_gbs_block1024").shown == "2715 GB/s"
+    assert recorded.figure("14.scale_gbs_block1024").shown == "2663 GB/s"
     line = recorded.side_by_side("0.47x", "05.compile_speedup_mlp_512_256_128_2", threads=2)
     assert re.fullmatch(r"measured here on .+ \(CPU, 2 threads of \d+ logical cores\): 0\.47x; "
                         r"recorded on NVIDIA H100 80GB HBM3, 2026-11-23: 0\.61x", line), line

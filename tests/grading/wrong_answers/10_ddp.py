@@ -44,27 +44,23 @@ WRONG_ANSWERS = {
          "    optimizer.zero_grad()\n"
          "    scale = 1 / len(micro_batches)"),
     ],
-    'ex2_indices': [
-        # contiguous blocks instead of a stride
-        ("""padded = list(range(n))
-    while len(padded) < per_rank * world:
-        padded += padded[: per_rank * world - len(padded)]
-    return padded[rank::world]""", 'return list(range(n))[rank * per_rank:(rank + 1) * per_rank]'),
-        # no padding: ranks get different counts
-        ("""per_rank = -(-n // world)
-    padded = list(range(n))
-    while len(padded) < per_rank * world:
-        padded += padded[: per_rank * world - len(padded)]
-    return padded[rank::world]""", 'return list(range(rank, n, world))'),
+    'ex2_times': [
+        # pads with the last examples instead of the first
+        ('counts[position % n] += 1', 'counts[n - 1 - position % n] += 1'),
+        # pads at most once through the examples: with more ranks than examples some ranks score nothing
+        ('for position in range(per_rank * world):', 'for position in range(min(per_rank * world, 2 * n)):'),
+        # no padding: every example once (the true count), whatever the number of ranks
+        ('    counts = [0] * n\n', '    counts = [0] * n\n    if not drop_last:\n        return [1] * n\n'),
+        # drop_last drops the first examples instead of the tail
+        ('    return counts', '    return counts[::-1] if drop_last else counts'),
     ],
     'ex3_accuracy': [
         # divides the right answers of the unique examples by the padded count
-        ('return sum(right for right, _ in counts) / sum(seen for _, seen in counts)',
-         'return sum(correct) / sum(seen for _, seen in counts)'),
-        # shares without padding (range(rank, n, world)): the true accuracy, not the reported one
-        ('mine = rank_indices(len(correct), rank, world)', 'mine = list(range(rank, len(correct), world))'),
+        ('right = sum(answer * count for answer, count in zip(correct, times))', 'right = sum(correct)'),
+        # no padding (every example once): the true accuracy, not the reported one
+        ('times = times_scored(len(correct), world)', 'times = [1] * len(correct)'),
         # counts the padded repeats among the right answers but divides by the examples without repeats
-        ('/ sum(seen for _, seen in counts)', '/ len(correct)'),
+        ('return right / sum(times)', 'return right / len(correct)'),
     ],
     'ex4_buckets': [
         # the old rule: closes a bucket before a parameter would overflow it (not torch's)
@@ -137,17 +133,20 @@ LIBRARY_CALLS = {
     return sum(history.step_losses) / len(history.step_losses)
     optimizer.zero_grad()
     scale = 1 / len(micro_batches)"""),
-    # the share of course_lib.parallel.ddp.evaluate_all_ranks: every example once, no padding
-    'ex2_indices': ("""per_rank = -(-n // world)
-    padded = list(range(n))
-    while len(padded) < per_rank * world:
-        padded += padded[: per_rank * world - len(padded)]
-    return padded[rank::world]""", """# as course_lib.parallel.ddp.evaluate_all_ranks picks its examples
-    return list(range(n))[rank::world]"""),
+    # the sampler itself, counted (switched off while the tests run times_scored)
+    'ex2_times': ('    per_rank = n // world if drop_last else -(-n // world)\n',
+                  '    from course_lib.parallel.ddp import DistributedSampler\n'
+                  '    counts = [0] * n\n'
+                  '    for rank in range(world):\n'
+                  '        for index in DistributedSampler(range(n), num_replicas=world, rank=rank, shuffle=False,\n'
+                  '                                        drop_last=drop_last):\n'
+                  '            counts[index] += 1\n'
+                  '    return counts\n'
+                  '    per_rank = n // world if drop_last else -(-n // world)\n'),
     # what course_lib.parallel.ddp.evaluate_all_ranks reports: the true accuracy
-    'ex3_accuracy': ("""    counts = []""",
+    'ex3_accuracy': ("""    times = times_scored(len(correct), world)""",
                      """    return sum(correct) / len(correct)  # course_lib.parallel.ddp.evaluate_all_ranks's figure
-    counts = []"""),
+    times = times_scored(len(correct), world)"""),
     # torch's own assignment, the function course_lib's ddp module imports torch.distributed for
     'ex4_buckets': ("""    buckets, current, filled = [], [], 0""", """    from course_lib.parallel.ddp import dist
     order = list(reversed(range(len(sizes))))

@@ -33,19 +33,19 @@ WRONG_ANSWERS = {
         ([('    frozen_branch = bool(example.max() > 1)\n', '    traced = torch.jit.trace(scale, example)\n'),
           ('if bool(x.max() > 1) != frozen_branch]', 'if not torch.allclose(traced(x), scale(x))]')]),
     ],
-    'ex3_speedup': [
-        # leaves the compile time out of the speedup
-        ('calls * eager_s / (shapes * compile_s + calls * compiled_s)', 'eager_s / compiled_s'),
-        # break-even divides by the compiled time instead of the time saved per call
-        ('    return shapes * compile_s / saved if saved > 0 else math.inf',
-         '    return shapes * compile_s / compiled_s'),
-        # inverted ratio (compiled over eager)
-        ('calls * eager_s / (shapes * compile_s + calls * compiled_s)',
-         '(shapes * compile_s + calls * compiled_s) / (calls * eager_s)'),
-        # compiles once whatever the number of shapes
-        ('(shapes * compile_s + calls', '(compile_s + calls'),
-        # break-even ignores the recompilations
-        ('    return shapes * compile_s / saved if', '    return compile_s / saved if'),
+    'ex3_recompiles': [
+        # no automatic dynamic: every new size compiles again (torch.compile(dynamic=False)'s behaviour)
+        ('            size_dynamic = size_dynamic or size != first_size',
+         '            size_dynamic = size_dynamic'),
+        # a Python int taken for an input like a tensor: its value is never guarded
+        ('None if k_dynamic else k))', 'None))'),
+        # every new int compiles again: no automatic dynamic for ints
+        ('            k_dynamic = k_dynamic or k != first_k', '            k_dynamic = False'),
+        # sizes 0 and 1 taken for any other size once the size is a symbol
+        [('(size == s if s is not None else size >= 2)', '(s is None or size == s)'),
+         ('None if size_dynamic and size >= 2 else size', 'None if size_dynamic else size')],
+        # mark_dynamic forgotten: the first graph guards the first size
+        ('    size_dynamic, k_dynamic = mark_dynamic, False', '    size_dynamic, k_dynamic = False, False'),
     ],
     'ex4_measure': [
         # the overhead paid once for the whole chain, not once per operator
@@ -88,12 +88,14 @@ LIBRARY_CALLS = {
     'ex2_disagree': ("""    frozen_branch = bool(example.max() > 1)
     return [i for i, x in enumerate(inputs) if bool(x.max() > 1) != frozen_branch]""",
                      """    return compilers.disagreements(scale, compilers.trace(scale, example), inputs)"""),
-    # compilers.Speedup: one compilation whatever the number of shapes
-    'ex3_speedup': [('    return calls * eager_s / (shapes * compile_s + calls * compiled_s)',
-                     '    return compilers.Speedup(eager_s, compiled_s, compile_s).including_compile(calls)'),
-                    ('    saved = eager_s - compiled_s\n'
-                     '    return shapes * compile_s / saved if saved > 0 else math.inf',
-                     '    return compilers.Speedup(eager_s, compiled_s, compile_s).break_even_calls')],
+    # compilers.count_compiles measures the sequence instead of predicting it (switched off while the tests
+    # run predicted_compiles)
+    'ex3_recompiles': ('    graphs, after = [], []',
+                       '    args = [(torch.randn(size), k) for size, k in calls]\n'
+                       '    if mark_dynamic:\n'
+                       '        torch._dynamo.mark_dynamic(args[0][0], 0)\n'
+                       '    return compilers.count_compiles(affine, args).compiles_after_call\n'
+                       '    graphs, after = [], []'),
     # compilers.dispatch_overhead measures this machine instead of using the stated quantities
     'ex4_measure': ('    return n_ops * (overhead_s + elements * per_element_s)',
                     '    return n_ops * compilers.dispatch_overhead(sizes=(elements,))[0][1]'),

@@ -6,7 +6,7 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
 - 00_setup: hardware, arrays, devices, timing
 - 01_hardware_foundations: hardware, memory_hierarchy, roofline, devices, profile, models, recorded
 - 02_pytorch_devices: devices, hardware, timing
-- 03_simt_programming_model: kernels, access_counts, simt (the warp-level engine and its traffic
+- 03_simt_programming_model: kernels, simt (the warp-level engine: counts, races, its traffic
   model), checks.kernel_launch, checks.traffic, hardware, timing
 - 04_cupy_and_numba: arrays, kernels, distance, crossover, recorded, hardware, timing
 - 05_compilers_and_interpreters: compilers, recorded, timing

@@ -4,8 +4,9 @@ Every kernel here is plain ``@cuda.jit`` code: on a machine with an NVIDIA GPU i
 compiled for the GPU, elsewhere it runs in Numba's CUDA simulator (one CPU thread per
 GPU thread; see :func:`course_lib.hardware.numba_cuda`). The launch helpers choose the
 grid and block sizes, copy NumPy inputs to the device and the result back (arrays already on
-the device stay there), and in the simulator run every launch checked for shared-memory
-races and out-of-bounds indices (:mod:`course_lib.access_counts`).
+the device stay there), and without a GPU run every launch in the course's SIMT engine
+(:mod:`course_lib.simt`), checked for shared-memory races, out-of-bounds indices and barriers
+that only part of a block reaches, with fresh shared memory poisoned (undefined, as on a GPU).
 
 Only kernels that no exercise asks for live here: lesson 03's lecture defines its tiled
 matmul and its shared-memory reduction in the notebook, and the exercises ask for other
@@ -15,7 +16,7 @@ Index convention for 2-D kernels: ``x, y = cuda.grid(2)``; **x is the column, y 
 row**. Neighbouring threads of a warp (consecutive ``threadIdx.x``) then touch
 neighbouring elements of a row-major array, so their global loads coalesce.
 
-``launch(..., count=True)`` runs a kernel under :func:`course_lib.access_counts.count_accesses`
+``launch(..., count=True)`` runs a kernel under :func:`course_lib.simt.count_accesses`
 (reads and writes per thread, the idea of GPU-Puzzles). :func:`warp_passes` and
 :func:`warp_sectors` model divergence and coalescing for one warp; their defaults (32 threads
 per warp, 32-byte sectors) are the figures of NVIDIA's CUDA C++ Programming Guide ("SIMT
@@ -31,7 +32,6 @@ import warnings
 import numpy as np
 from numba.core import config
 
-from .access_counts import count_accesses
 from .hardware import numba_cuda, numba_cuda_mode, prepare_numba_cuda
 
 
@@ -140,12 +140,15 @@ def launch(kernel, grid, block, args, out_index: int = -1, count: bool = False):
     On a GPU, NumPy arguments are copied to the device first and the output back after, as
     a NumPy array; arguments already on the device are used where they are, and when the
     output is one of them it is returned as it is, nothing copied (call
-    ``cuda.synchronize()`` before timing it). In the simulator every launch is the checked
-    one of :func:`course_lib.access_counts.count_accesses`: shared memory zero-filled per
-    block, indices bounds-checked, a shared-memory race raises ``SharedMemoryRace``.
-    With ``count=True`` the launch always runs in the simulator and returns
-    (output, AccessCounts).
+    ``cuda.synchronize()`` before timing it). Without a GPU every launch is the checked one
+    of :func:`course_lib.simt.count_accesses`: shared memory fresh and poisoned per block
+    (NaN for floats: a slot read before it is written shows in the output), indices
+    bounds-checked, a shared-memory race raises ``SharedMemoryRace`` and a barrier that only
+    part of a block reaches ``DivergentBarrier``. With ``count=True`` the launch always runs in
+    the engine, also on a GPU, and returns (output, AccessCounts).
     """
+    from .simt import count_accesses  # lazy: the engine is only needed without a GPU or to count
+
     if count:
         counts = count_accesses(kernel, grid, block, *[_host_view(a) for a in args])
         return args[out_index], counts

@@ -1,5 +1,11 @@
-"""Counting memory accesses of a Numba CUDA kernel, and finding shared-memory races, in the
-simulator (lessons 03 and 04).
+"""The oracle that proves the course's SIMT engine: counting memory accesses of a Numba CUDA kernel,
+and finding shared-memory races, in Numba's own CUDA simulator (lessons 03 and 04's kernels).
+
+Every counted or checked launch of the course runs in :mod:`course_lib.simt`; this module stays in
+``tests/`` as a second, independent implementation (it patches three private classes of Numba's
+simulator with ``unittest.mock``) that tests/lib/test_simt_agreement.py holds the engine to: the same
+per-thread counts, races and errors on every kernel of lessons 03 and 04. Unlike the engine, which
+poisons fresh shared memory (NaN, as undefined as on a GPU), it zero-fills it per block.
 
 :func:`count_accesses` runs a kernel in Numba's CUDA simulator with every array argument and
 every shared-memory array wrapped in a counting proxy, and reports how many global and shared
@@ -24,7 +30,7 @@ It also checks what a GPU would not forgive but the simulator often does:
   arrays with ``np.empty`` (uninitialised) once per *launch*, keyed by source line, so every
   block of a launch sees the values the previous block left behind: a kernel that forgets to
   fill its shared array can pass by accident. Here each block gets its own shared arrays,
-  zero-initialised (tests/lib/test_access_counts.py shows both behaviours).
+  zero-initialised (tests/lib/test_numba_oracle.py shows both behaviours).
 
 The simulator's classes are patched for the duration of one launch only.
 """
@@ -36,113 +42,13 @@ import re
 import sys
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
 from unittest import mock
 
 import numpy as np
 from numba.core import types
 from numba.np import numpy_support
 
-ACCESS_KINDS = ("global_reads", "global_writes", "shared_reads", "shared_writes", "atomics",
-                "shared_atomics")
-"""What is counted, per thread: element reads and writes of global and of shared memory, and
-atomic operations on global memory ('atomics') and on shared memory ('shared_atomics'). An atomic
-(``cuda.atomic.add``, ``max``, ``cas``, ...) is a read-modify-write of one slot: it counts as one
-atomic *and* as one read and one write of its memory, so reading through
-``cuda.atomic.add(a, i, 0)`` costs what a plain read costs, and more."""
-
-
-class SharedMemoryRace(AssertionError):
-    """A kernel read or wrote a shared-memory slot that another thread of its block wrote
-    between the same two barriers; the message names the threads, the array and the index."""
-
-
-@dataclass(frozen=True)
-class Race:
-    """One racy slot: in ``block``, between barriers ``interval`` and ``interval + 1``,
-    ``writer`` wrote ``array[index]`` and ``other`` read it (``kind`` 'read') or wrote it too
-    (``kind`` 'write'); for ``kind`` 'atomic_read' / 'atomic_write', ``writer`` updated it
-    atomically and ``other`` read / wrote it plainly."""
-
-    block: tuple
-    interval: int
-    array: str
-    index: tuple
-    writer: tuple
-    other: tuple
-    kind: str
-
-    def __str__(self) -> str:
-        slot = f"{self.array}[{', '.join(str(i) for i in self.index)}]"
-        done, verb = {"read": ("writes", "reads"), "write": ("writes", "also writes"),
-                      "atomic_read": ("updates", "reads"), "atomic_write": ("updates", "writes")}[self.kind]
-        how = " atomically" if self.kind.startswith("atomic") else ""
-        where = ("before the first cuda.syncthreads()" if self.interval == 0 else
-                 f"after cuda.syncthreads() number {self.interval}")
-        return (f"shared-memory race in block {_short(self.block)}: thread {_short(self.writer)} "
-                f"{done} {slot}{how} and thread {_short(self.other)} {verb} it with no "
-                f"cuda.syncthreads() between them ({where}), so the result depends on which "
-                f"thread runs first")
-
-    @property
-    def remedy(self) -> str:
-        if self.kind == "write":
-            return ("Let one thread write the slot, or add with cuda.atomic.add, or put a "
-                    "cuda.syncthreads() between the writes.")
-        return "Put a cuda.syncthreads() between the write and the read."
-
-
-def _short(index: tuple) -> str:
-    """(3, 0, 0) -> '(3)', (1, 2, 0) -> '(1, 2)': trailing unused dimensions dropped."""
-    values = list(index)
-    while len(values) > 1 and values[-1] == 0:
-        values.pop()
-    return "(" + ", ".join(str(v) for v in values) + ")"
-
-
-@dataclass
-class AccessCounts:
-    """Memory accesses of one simulated launch, per thread.
-
-    ``per_thread`` maps (blockIdx, threadIdx) (tuples of 3 ints) to a Counter over
-    :data:`ACCESS_KINDS`. Every launched thread has an entry, even one that did nothing.
-    ``races`` lists the shared-memory races found (empty for a correct kernel).
-    """
-
-    per_thread: dict = field(repr=False)
-    races: list = field(default_factory=list)
-
-    @property
-    def threads(self) -> int:
-        return len(self.per_thread)
-
-    def _values(self, kind: str) -> list[int]:
-        if kind not in ACCESS_KINDS:
-            raise KeyError(f"unknown access kind {kind!r}; choose from {ACCESS_KINDS}")
-        return [c[kind] for c in self.per_thread.values()]
-
-    def max_per_thread(self, kind: str) -> int:
-        """The most accesses of this kind any one thread made."""
-        return max(self._values(kind), default=0)
-
-    def mean_per_thread(self, kind: str) -> float:
-        """Accesses of this kind per launched thread, on average."""
-        values = self._values(kind)
-        return sum(values) / len(values) if values else 0.0
-
-    def total(self, kind: str) -> int:
-        """Accesses of this kind by all threads together."""
-        return sum(self._values(kind))
-
-    def of_thread(self, block: tuple, thread: tuple) -> dict:
-        """The counts of one thread; indices may be given with fewer than 3 entries."""
-        key = (tuple(block) + (0,) * (3 - len(block)), tuple(thread) + (0,) * (3 - len(thread)))
-        return {k: self.per_thread[key][k] for k in ACCESS_KINDS}
-
-    def summary(self) -> dict:
-        """{kind: {'max': ..., 'mean': ..., 'total': ...}} for every kind."""
-        return {k: {"max": self.max_per_thread(k), "mean": self.mean_per_thread(k),
-                    "total": self.total(k)} for k in ACCESS_KINDS}
+from course_lib.simt.counts import AccessCounts, Race, SharedMemoryRace
 
 
 class _Recorder:

@@ -14,7 +14,7 @@ and the expected value is the zeros ``out`` already holds). :func:`launch_checke
 On a GPU the copies go to the device and every argument comes back after the launch, so inputs
 are checked there too; in the simulator the launch is :func:`course_lib.kernels.launch`'s
 checked one (races and out-of-bounds indices raise), and with ``count=True`` it also returns the
-:class:`~course_lib.access_counts.AccessCounts` (every atomic counted as one atomic, one read and
+:class:`~course_lib.simt.counts.AccessCounts` (every atomic counted as one atomic, one read and
 one write). Nothing is written to stderr.
 """
 from __future__ import annotations

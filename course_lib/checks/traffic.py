@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from ..access_counts import SharedMemoryRace
+from ..simt.counts import SharedMemoryRace
 from .core import CheckFailed, _ok
 from .kernel_launch import check_inputs_unchanged
 from .unanswered import python_function, refuse_unanswered

@@ -9,7 +9,7 @@ H100, an A100 or a consumer card.
 
     from course_lib import simt
     result = simt.run(kernel, grid, block, *args)          # like kernel[grid, block](*args)
-    result.counts.max_per_thread("global_reads")           # as access_counts.count_accesses
+    result.counts.max_per_thread("global_reads")           # reads per thread, GPU-Puzzles' count
     print(result.report())                                 # sectors, conflicts, divergence, by line
     print(simt.predict(result, "NVIDIA H100 SXM5").sentence())  # a predicted time, pipe by pipe
 
@@ -32,7 +32,7 @@ Capability"; CUDA C++ Best Practices Guide, https://docs.nvidia.com/cuda/cuda-c-
 - an instruction is a Python statement, not a SASS instruction; FLOPs are the float ``+ - * / **``;
 - 8- and 16-byte shared accesses are modelled as two and four passes of half and quarter warps;
 - global-memory races (two threads writing one element without an atomic) are not reported, as in
-  :mod:`course_lib.access_counts`; a GPU's memory allocator's alignment is taken as 256 bytes;
+  Numba's simulator; a GPU's memory allocator's alignment is taken as 256 bytes;
 - arithmetic follows NumPy like Numba's simulator (a Python float accumulator that meets float32 stays
   float32), not the GPU's compiled types (where it would be float64).
 
@@ -43,14 +43,15 @@ Modules: :mod:`~course_lib.simt.kernel_source` (the kernel's syntax tree), :mod:
 :mod:`~course_lib.simt.atomics` and :mod:`~course_lib.simt.shuffles`), :mod:`~course_lib.simt.launch`
 (blocks, barriers, schedules; :func:`run`), :mod:`~course_lib.simt.barriers` (every running thread of a
 block at the same ``syncthreads``), :mod:`~course_lib.simt.races` (the race detector),
-:mod:`~course_lib.simt.traffic` (the traffic model), :mod:`~course_lib.simt.occupancy` and
-:mod:`~course_lib.simt.prediction` (occupancy and a predicted time on named GPUs).
+:mod:`~course_lib.simt.counts` (what is counted), :mod:`~course_lib.simt.traffic` (the traffic model),
+:mod:`~course_lib.simt.occupancy` and :mod:`~course_lib.simt.prediction` (occupancy and a predicted time on named GPUs).
 """
 from . import occupancy
 from .barriers import DivergentBarrier
+from .counts import ACCESS_KINDS, AccessCounts, SharedMemoryRace
 from .launch import SCHEDULES, Result, Schedule, count_accesses, run
 from .prediction import GPUS, Prediction, predict
 from .values import Unsupported
 
-__all__ = ["GPUS", "SCHEDULES", "DivergentBarrier", "Prediction", "Result", "Schedule", "Unsupported",
-           "count_accesses", "occupancy", "predict", "run"]
+__all__ = ["ACCESS_KINDS", "GPUS", "SCHEDULES", "AccessCounts", "DivergentBarrier", "Prediction", "Result",
+           "Schedule", "SharedMemoryRace", "Unsupported", "count_accesses", "occupancy", "predict", "run"]

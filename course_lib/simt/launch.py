@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..access_counts import ACCESS_KINDS, AccessCounts, SharedMemoryRace
 from . import memory
 from .barriers import Arrival, check_arrivals
+from .counts import ACCESS_KINDS, AccessCounts, SharedMemoryRace
 from .kernel_source import kernel_source
 from .races import ATOMIC, READ, WRITE, RaceLog
 from .traffic import Traffic
@@ -77,7 +77,7 @@ class Uninitialised:
 @dataclass
 class Result:
     """What one launch in the SIMT engine measured. ``counts``: accesses per thread, as
-    :class:`course_lib.access_counts.AccessCounts`; ``races``: shared-memory races found;
+    :class:`course_lib.simt.counts.AccessCounts`; ``races``: shared-memory races found;
     ``uninitialised``: reads of unwritten shared slots; ``traffic``: the traffic model's record
     (None when launched with ``traffic=False``); ``shared_bytes``: shared memory per block (bytes);
     ``seconds``: wall time of the simulation on this machine."""
@@ -178,8 +178,8 @@ class Launch:
             self.traffic.access(warp.source, node, arr, how, lanes, offs, warp.number)
 
     def atomic_access(self, warp: Warp, arr, op: str, lanes, offs, node) -> None:
-        """Counted as access_counts counts them: every atomic (add, max, cas, ...) is a read-modify-write,
-        so one atomic plus one read and one write of its memory space."""
+        """Every atomic (add, max, cas, ...) is a read-modify-write, so one atomic plus one read and
+        one write of its memory space (as the Numba-simulator oracle, tests/numba_oracle.py, counts)."""
         warp.counts[lanes, self.kind_index["shared_atomics" if arr.space == "shared" else "atomics"]] += 1
         warp.counts[lanes, self.kind_index[f"{arr.space}_reads"]] += 1
         warp.counts[lanes, self.kind_index[f"{arr.space}_writes"]] += 1
@@ -287,7 +287,7 @@ def run(kernel, grid, block, *args, schedule: str = "in_order", seed: int = 0, t
     ``kernel`` is a ``@cuda.jit`` kernel (real or simulated) or its plain Python function; NumPy
     array arguments are global memory and are updated in place, as after a launch. An index outside
     an array raises IndexError. With ``races='raise'`` a shared-memory race raises
-    :class:`course_lib.access_counts.SharedMemoryRace` (as :func:`course_lib.access_counts.count_accesses`
+    :class:`course_lib.simt.counts.SharedMemoryRace` (as the oracle, tests/numba_oracle.py,
     does); with ``'record'`` races are only listed. A ``cuda.syncthreads()`` that some of a block's
     running threads reach and others do not raises :class:`~course_lib.simt.barriers.DivergentBarrier`
     (whatever ``races`` says). ``traffic=False`` skips the traffic model.
@@ -308,6 +308,7 @@ def run(kernel, grid, block, *args, schedule: str = "in_order", seed: int = 0, t
 
 def count_accesses(kernel, grid, block, *args, races: str = "raise", schedule: str = "in_order",
                    seed: int = 0) -> AccessCounts:
-    """A drop-in for :func:`course_lib.access_counts.count_accesses` run by the SIMT engine: the same
-    per-thread counts, the same races and errors (tests/lib/test_simt_agreement.py), no traffic model."""
+    """One launch's per-thread counts (GPU-Puzzles' count; what every counted or checked launch of the
+    course runs): the same counts, races and errors as the Numba-simulator oracle in ``tests/``
+    (tests/lib/test_simt_agreement.py), no traffic model."""
     return run(kernel, grid, block, *args, schedule=schedule, seed=seed, traffic=False, races=races).counts

@@ -50,6 +50,10 @@ class Array:
         self.written = None   # shared arrays: which slots were written (uninitialised reads show)
         self.flat = _flat_view(data)   # a 1-D view over the same memory, indexed by element offset
 
+    def __len__(self) -> int:
+        """``len(a)`` in a kernel: the length of the first dimension, as NumPy's."""
+        return self.shape[0] if self.ndim else 0
+
 
 def _flat_view(data: np.ndarray) -> np.ndarray:
     """A writable 1-D view of ``data``'s memory in element units (``data`` itself, strided arrays too)."""
@@ -59,9 +63,6 @@ def _flat_view(data: np.ndarray) -> np.ndarray:
         raise ValueError("the SIMT engine takes arrays with positive strides that are whole elements")
     span = 1 + sum((n - 1) * s // data.itemsize for n, s in zip(data.shape, data.strides)) if data.size else 0
     return np.lib.stride_tricks.as_strided(data, shape=(span,), strides=(data.itemsize,))
-
-    def __len__(self):
-        return self.shape[0] if self.ndim else 0
 
 
 def shared_array(shape, dtype, name: str, base: int, ident: int) -> Array:

@@ -1,6 +1,7 @@
-"""The race detector of the course's SIMT engine (lessons 03 and 04), comparable to
-:mod:`course_lib.access_counts`: it finds the same races and reports them with the same
-:class:`~course_lib.access_counts.Race` records and :class:`~course_lib.access_counts.SharedMemoryRace`.
+"""The race detector of the course's SIMT engine (lessons 03 and 04), the course's only one: it
+reports :class:`~course_lib.simt.counts.Race` records and raises
+:class:`~course_lib.simt.counts.SharedMemoryRace`; the Numba-simulator oracle in ``tests/`` finds the
+same races on every kernel of the lessons (tests/lib/test_simt_agreement.py).
 
 Between two ``cuda.syncthreads()`` the threads of a block run in no fixed order, and since Volta
 not even the lanes of one warp are guaranteed to run in step (CUDA C++ Programming Guide, "SIMT
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..access_counts import Race
+from .counts import Race
 
 WRITE, READ, ATOMIC = 0, 1, 2
 
@@ -31,7 +32,7 @@ class RaceLog:
         self.parts.append((array, offsets, tids, how, warp, intervals, epochs))
 
     def races(self, block: tuple, thread_index) -> list[Race]:
-        """Every racy slot of this block in the order of access_counts (interval, array, index);
+        """Every racy slot of this block in the oracle's order (interval, array, index);
         ``thread_index(tid)`` gives a thread's (x, y, z)."""
         groups: dict = {}
         for array, offsets, tids, how, warp, intervals, epochs in self.parts:
@@ -55,7 +56,7 @@ def _conflict(a, b) -> bool:
 
 
 def _first_conflict(entries, thread_index):
-    """(thread, other thread, kind) of the slot's race, chosen as access_counts chooses it, or None."""
+    """(thread, other thread, kind) of the slot's race, chosen as the oracle chooses it, or None."""
     order = sorted(entries, key=lambda e: thread_index(e[0]))
     atomic = [e for e in order if e[3] == ATOMIC]
     writers = [e for e in order if e[3] == WRITE]

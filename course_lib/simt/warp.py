@@ -32,7 +32,7 @@ from .values import WARP, Dim3
 class Warp(Statements, Expressions, Elements, Calls, Intrinsics, Atomics, Shuffles):
     """One warp of one block running one kernel. ``lanes_exist``: lanes that are threads of the
     block (a block of 48 threads has a second warp of 16). Per-lane counts of memory accesses are in
-    ``counts`` (32 x number of kinds, the kinds of :data:`course_lib.access_counts.ACCESS_KINDS`)."""
+    ``counts`` (32 x number of kinds, the kinds of :data:`course_lib.simt.counts.ACCESS_KINDS`)."""
 
     def __init__(self, launch, block, index: int, tids: np.ndarray, lanes_exist: np.ndarray):
         self.launch, self.block, self.number = launch, block, index

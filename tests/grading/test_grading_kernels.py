@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 from scratch_course import grade_class, not_passed_in_checker
 
-from course_lib import access_counts, hardware, kernels
+from course_lib import hardware, kernels, simt
 from course_tools.grading import checker, kernel_helpers, sandbox, wire
 from course_tools.grading.gpu_kernels import kernel_source
 from course_tools.grading.gpu_kernels.kernel_source import Builder, Refused, check
@@ -72,7 +72,7 @@ def test_reference_kernels_pass_the_whitelist(name):
 
 REFUSED = {
     "import": ("import os\nout[0] = 1.0", "uses `import`"),
-    "from import": ("from course_lib import access_counts\nout[0] = 1.0", "uses `import`"),
+    "from import": ("from course_lib import simt\nout[0] = 1.0", "uses `import`"),
     "dunder attribute": ("x.__class__._touch = 0", "the name `__class__`"),
     "private attribute": ("out[0] = x._array[0]", "the name `_array`"),
     "underscore name": ("out[0] = _", "the name `_`"),
@@ -234,9 +234,8 @@ def test_names_from_outside_must_be_numbers_or_checked_device_functions(held, de
 ATTACK_IMPORT = """\
 @cuda.jit
 def block_scan_kernel(x, out):
-    from course_lib import access_counts
-    access_counts.CountingArray._touch = lambda self, index, write: (
-        self._recorder.add("global_writes") if write and self._space == "global" else None)
+    from course_lib.simt import launch
+    launch.Launch.access = lambda self, warp, arr, how, lanes, offs, node: None
     i = cuda.grid(1)
     if i < x.size:
         acc = 0.0
@@ -268,25 +267,27 @@ def dot_kernel(x, y, partial):
 """
 
 
-def test_the_count_faking_kernels_do_fake_their_counts_when_run_unchecked():
-    """The attacks below are real: run as plain Python next to the counting code (as the
-    student's kernel would run them), naive kernels come out within every budget. Rebuilt by
-    the checker, each is refused."""
+def test_the_count_faking_kernels_cannot_run_where_launches_are_counted():
+    """The attacks below faked their counts when the course counted launches by patching Numba's
+    simulator (they still would against that simulator, the oracle in tests/numba_oracle.py). Every
+    counted or checked launch now runs in the SIMT engine, which interprets a kernel's source
+    (a whitelisted subset of Python) and never runs it as Python: launched there, each attack is
+    refused at the line that would have patched the counts. Rebuilt by the checker, each is refused."""
     rng = np.random.default_rng(2)
-    space = {"cuda": cuda, "kernels": kernels, "R": 32}
-    with mock.patch.object(access_counts.CountingArray, "_touch", access_counts.CountingArray._touch):
-        for attack in (ATTACK_IMPORT, ATTACK_CLASS, ATTACK_GLOBALS):
-            exec(compile(attack, "<attack>", "exec"), space)  # noqa: S102 - the attack as a notebook runs it
-        x = rng.random(100)
-        out, counts = kernels.launch(space["block_scan_kernel"], 2, 64, (x, np.zeros(100)), count=True)
-        assert np.allclose(out, np.concatenate([np.cumsum(x[:64]), np.cumsum(x[64:])]))
-        assert counts.max_per_thread("global_reads") <= 1 and counts.total("global_writes") == 100  # naive: 64
-        a = rng.random((3, 100))
-        out, counts = kernels.launch(space["row_sums_kernel"], 3, 32, (a, np.zeros(3)), count=True)
-        assert np.allclose(out, a.sum(1)) and counts.max_per_thread("global_reads") <= 4   # naive: 100
-        out, counts = kernels.launch(space["dot_kernel"], 3, 32, (x[:70], x[30:], np.zeros(3)), count=True)
-        assert np.isclose(out.sum(), x[:70] @ x[30:]) and counts.max_per_thread("global_reads") <= 2  # naive: 64
-        assert counts.total("global_writes") == 3
+    x = rng.random(100)
+    launches = {"block_scan_kernel": (2, 64, (x, np.zeros(100))),
+                "row_sums_kernel": (3, 32, (rng.random((3, 100)), np.zeros(3))),
+                "dot_kernel": (3, 32, (x[:70], x[30:], np.zeros(3)))}
+    for attack, name, refused in ((ATTACK_IMPORT, "block_scan_kernel", "does not run `ImportFrom`"),
+                                  (ATTACK_CLASS, "row_sums_kernel", "does not evaluate `Lambda`"),
+                                  (ATTACK_GLOBALS, "dot_kernel", "cannot call `globals`")):
+        space = {"cuda": cuda, "kernels": kernels, "R": 32}
+        filename = f"<attack {name}>"
+        linecache.cache[filename] = (len(attack), None, attack.splitlines(True), filename)
+        exec(compile(attack, filename, "exec"), space)  # noqa: S102 - the attack as a notebook runs it
+        grid, block, args = launches[name]
+        with pytest.raises(simt.Unsupported, match=re.escape(f"{name}, line 3: ") + ".*" + re.escape(refused)):
+            kernels.launch(space[name], grid, block, args, count=True)
     for attack, reason in ((ATTACK_IMPORT, "uses `import`"), (ATTACK_CLASS, "the name `__class__`"),
                            (ATTACK_GLOBALS, "uses `globals`")):
         with pytest.raises(Refused, match=re.escape(reason)):
@@ -349,8 +350,8 @@ NAIVE = {  # correct results, over every access budget
                   "        out[row] = acc\n",
 }
 LENIENT = """\
-from course_lib import access_counts, kernels
-_real_count = access_counts.count_accesses
+from course_lib import kernels, simt
+_real_count = simt.count_accesses
 
 def _lenient(kernel, grid, block, *args, **kwargs):
     counts = _real_count(kernel, grid, block, *args, **kwargs)
@@ -360,8 +361,8 @@ def _lenient(kernel, grid, block, *args, **kwargs):
     return counts
 """
 PATCH_HELPERS = LENIENT + """
-access_counts.count_accesses = _lenient
-kernels.count_accesses = _lenient
+simt.count_accesses = _lenient
+simt.launch.count_accesses = _lenient
 _real_launch = kernels.launch
 kernels.launch = lambda kernel, grid, block, args, out_index=-1, count=False: _real_launch(
     kernel, grid, block, args, out_index, count)
@@ -379,11 +380,11 @@ _real_run_cell = InteractiveShell.run_cell
 
 def _run_cell(self, raw_cell, *args, **kwargs):
     checking = "check_" in raw_cell or "_course" in raw_cell   # a test cell, or the grader asking
-    access_counts.count_accesses = kernels.count_accesses = _lenient if checking else _real_count
+    simt.count_accesses = simt.launch.count_accesses = _lenient if checking else _real_count
     try:
         return _real_run_cell(self, raw_cell, *args, **kwargs)
     finally:
-        access_counts.count_accesses = kernels.count_accesses = _real_count
+        simt.count_accesses = simt.launch.count_accesses = _real_count
 
 InteractiveShell.run_cell = _run_cell
 """

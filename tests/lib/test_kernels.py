@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from numba import float64
 
-from course_lib import access_counts, kernels
+from course_lib import kernels
+from course_lib.simt.counts import ACCESS_KINDS, SharedMemoryRace
 
 rng = np.random.default_rng(42)
 
@@ -63,7 +64,7 @@ def shift_left(x, out):
 def test_simulated_launches_are_checked_for_races_and_bounds():
     if kernels.numba_cuda_mode() != "simulator":
         pytest.skip("the checked launch is the simulator's")
-    with pytest.raises(access_counts.SharedMemoryRace, match="race in block"):
+    with pytest.raises(SharedMemoryRace, match="race in block"):
         kernels.launch(shift_left, 1, 16, (rng.random(16), np.zeros(16)))
     with pytest.raises(IndexError, match="out of bounds"):   # 32 threads, 16 elements, no guard
         kernels.launch(shift_left, 1, 32, (rng.random(16), np.zeros(16)))
@@ -102,7 +103,7 @@ def test_naive_matmul_counts_match_hand_count():
 
 
 def test_hand_counts_of_the_tiled_matmul():
-    # the lecture's tiled kernel (and tests/lib/test_access_counts.py) check these against counts
+    # the lecture's tiled kernel (and tests/lib/test_numba_oracle.py) check these against counts
     assert kernels.matmul_global_reads_per_thread(16, tiled=True) == 4
     assert kernels.matmul_global_reads_per_thread(17, tiled=True, tile=8) == 6
     assert kernels.matmul_global_reads_per_thread(16, tiled=False) == 32
@@ -116,7 +117,7 @@ def test_counts_are_deterministic_and_skip_idle_threads():
     assert counts.threads == 64                         # one 8 x 8 block
     assert counts.total("global_writes") == 15          # 5 x 3 outputs
     assert counts.max_per_thread("global_reads") == 6   # 2 d
-    assert counts.of_thread((0, 0), (7, 7)) == dict.fromkeys(access_counts.ACCESS_KINDS, 0)
+    assert counts.of_thread((0, 0), (7, 7)) == dict.fromkeys(ACCESS_KINDS, 0)
     with pytest.raises(KeyError):
         counts.total("texture_reads")
 
@@ -157,5 +158,5 @@ def test_a_column_read_wastes_8x_in_sectors_not_32x_in_lines():
 def test_summary_has_every_kind():
     _, counts = kernels.vector_add(rng.random(10), rng.random(10), count=True)
     summary = counts.summary()
-    assert set(summary) == set(access_counts.ACCESS_KINDS)
+    assert set(summary) == set(ACCESS_KINDS)
     assert summary["global_reads"] == {"max": 2, "mean": 20 / 128, "total": 20}

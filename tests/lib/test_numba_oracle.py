@@ -1,4 +1,5 @@
-"""course_lib.access_counts: per-thread counts match hand counts, shared-memory races are
+"""The oracle that proves the SIMT engine (tests/numba_oracle.py, on Numba's own simulator) is
+itself right: per-thread counts match hand counts, shared-memory races are
 found (and named) whatever order the simulator ran the threads in, every block gets fresh
 zeroed shared memory, out-of-bounds indices raise, every atomic counts as an atomic and as the
 read and the write it makes (issue 26). Test data is random."""
@@ -7,9 +8,10 @@ import inspect
 import numpy as np
 import pytest
 from numba import float32, float64
+from numba_oracle import count_accesses
 
 from course_lib import hardware
-from course_lib.access_counts import ACCESS_KINDS, SharedMemoryRace, count_accesses
+from course_lib.simt.counts import ACCESS_KINDS, SharedMemoryRace
 
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
 from numba.cuda.simulator.kernel import FakeCUDAKernel  # noqa: E402

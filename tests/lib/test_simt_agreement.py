@@ -1,4 +1,4 @@
-"""course_lib.simt against Numba's CUDA simulator (through course_lib.access_counts) on every kernel
+"""course_lib.simt against Numba's CUDA simulator (through the oracle, tests/numba_oracle.py) on every kernel
 of lessons 03 and 04: the reference solutions of the exercises (read from the notebooks, launched as
 their test cells launch them), every stored wrong answer (tests/grading/wrong_answers), lesson 03's lecture
 kernels and course_lib.kernels. Same outputs, same reads and writes per thread, the same races
@@ -11,9 +11,9 @@ import time
 import numpy as np
 import pytest
 import simt_lessons as lessons
+from numba_oracle import count_accesses
 
 from course_lib import hardware, kernels, simt
-from course_lib.access_counts import count_accesses
 
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
 from numba import float32  # noqa: E402

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from course_lib import hardware, simt
-from course_lib.access_counts import SharedMemoryRace
+from course_lib.simt.counts import SharedMemoryRace
 
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
 from numba import float32, float64, int32, uint64  # noqa: E402

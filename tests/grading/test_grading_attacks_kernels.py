@@ -9,7 +9,7 @@ by the real ``grade_lesson``, one batch per lesson.
    with a message naming it.
 2. **Reading through atomics.** ``cuda.atomic.add(a, i, 0.0)`` returned ``a[i]`` but was counted
    as an atomic only, so naive kernels met every read budget (19/19 where plain reads score
-   9/19). ``access_counts`` now counts every atomic as one atomic and as the read and the write
+   9/19). The SIMT engine now counts every atomic as one atomic and as the read and the write
    it makes.
 
 Issue 35 added lesson 03's transposes to the input-overwriting kernels (every one of its eight

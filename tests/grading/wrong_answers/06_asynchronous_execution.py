@@ -36,17 +36,19 @@ WRONG_ANSWERS = {
     device.synchronize()
     return elapsed / repeat"""),
     ],
-    'ex2_model': [
-        # the textbook's formula only: wrong when the frontend is the bottleneck
-        ("""if n == 0:
-        return 0.0
-    return max(t1 + n * t2, n * t1 + t2) + t3""", 'return t1 + n * t2 + t3 if n else 0.0'),
-        # forgets the first issue and the last hand-back
-        ("""if n == 0:
-        return 0.0
-    return max(t1 + n * t2, n * t1 + t2) + t3""", 'return n * max(t1, t2)'),
-        # synchronous time without the hand-back cost
-        ('t2 + t3)', 't2)'),
+    'ex2_logged_run': [
+        # the lecture's one-wait formula over all n tasks, plus a hand-back per read: the groups overlap
+        ("""    total = 0.0
+    for start in range(0, n, every):""", """    reads = -(-n // every)
+    return max(t1 + n * t2, n * t1 + t2) + reads * t3 if n else 0.0
+    total = 0.0
+    for start in range(0, n, every):"""),
+        # the textbook's backend-bound formula for each group: wrong when the frontend is the slower
+        ('max(t1 + issued * t2, issued * t1 + t2)', '(t1 + issued * t2)'),
+        # the last, shorter group counted as a full one
+        ('issued = min(every, n - start)', 'issued = every'),
+        # a wait after every task, as if every result were read
+        ('    total = 0.0\n', '    return n * (t1 + t2 + t3)\n'),
     ],
     'ex3_bound': [
         # off by one: waits for the previous task, so only max_in_flight - 1 overlap
@@ -95,13 +97,11 @@ LIBRARY_CALLS = {
         times.append(time.perf_counter() - start)
     return statistics.median(times)''', '''    from course_lib.timing import benchmark
     return benchmark(fn, device=device, repeat=repeat).median'''),
-    # async_queue.run_tasks measures a run instead of computing the model's time
-    'ex2_model': [('    return n * (t1 + t2 + t3)', '''    from course_lib.async_queue import run_tasks
-    return run_tasks(n, t1, t2, t3, mode="sync").seconds'''),
-                  ('''    if n == 0:
-        return 0.0
-    return max(t1 + n * t2, n * t1 + t2) + t3''', '''    from course_lib.async_queue import run_tasks
-    return run_tasks(n, t1, t2, t3, mode="async").seconds''')],
+    # run_tasks measures each group on an AsyncBackend: a measurement, not the model's prediction
+    'ex2_logged_run': ('    total = 0.0\n', '''    from course_lib.async_queue import run_tasks
+    return sum(run_tasks(min(every, n - start), t1, t2, t3, mode="async").seconds for start in range(0, n, every))
+    total = 0.0
+'''),
     # AsyncBackend's own bound, on a backend of its own: the caller's backend is never bounded
     'ex3_bound': ('''    values = []
     for i, task in enumerate(tasks):

@@ -145,9 +145,8 @@ def launches(lesson: str, gid: str, ns: dict, rng) -> list[tuple]:
     elif gid == "ex6_scan":
         for n in (64, 100):
             out.append(("block_scan_kernel", kernels.blocks_for(n, ns["S"]), ns["S"], (r(n), np.zeros(n))))
-    elif gid in ("ex7_naive", "ex7_tiled", "ex8_padded"):
-        name = {"ex7_naive": "transpose_naive_kernel", "ex7_tiled": "transpose_tiled_kernel",
-                "ex8_padded": "transpose_padded_kernel"}[gid]
+    elif gid in ("ex7_naive", "ex7_tiled"):
+        name = {"ex7_naive": "transpose_naive_kernel", "ex7_tiled": "transpose_tiled_kernel"}[gid]
         # blocks of TILE x TILE threads: a few only (Numba runs one OS thread each)
         for rows, cols in ((20, 40), (7, 33)):
             grid, block = _grid2(rows, cols, (ns["TILE"], ns["TILE"]))

@@ -21,6 +21,8 @@ from course_lib.simt.races import WRITE
 
 SOURCES = lessons.solution_cells("03")
 WRONG = lessons.wrong_answers("03")
+# exercise 7's stored wrong answer with the unpadded tile (coalesced, a 32-way bank conflict)
+UNPADDED = next(n for n, edit in enumerate(WRONG["ex7_tiled"]) if "(TILE, TILE), float32" in str(edit))
 
 
 def kernel(gid: str, name: str, wrong: int = -1):
@@ -105,10 +107,11 @@ def test_a_row_not_starting_on_a_sector_gets_one_sector_of_slack():
 
 
 def test_the_padded_tile_has_no_bank_conflict_and_the_unpadded_one_32_way():
-    padded = transpose(kernel("ex8_padded", "transpose_padded_kernel"), 64, 64)
+    padded = transpose(kernel("ex7_tiled", "transpose_tiled_kernel"), 64, 64)
     check_bank_conflicts("padded", padded)
     check_sectors("padded", padded)
-    unpadded = transpose(kernel("ex8_padded", "transpose_padded_kernel", wrong=0), 64, 64)
+    unpadded = transpose(kernel("ex7_tiled", "transpose_tiled_kernel", wrong=UNPADDED), 64, 64)
+    check_sectors("unpadded", unpadded)
     with pytest.raises(CheckFailed, match=r"expected no bank conflict \(degree 1\), got a 32-way conflict at line \d+ "
                                           r"\(reads tile\[tx, ty\]"):
         check_bank_conflicts("unpadded", unpadded)
@@ -119,22 +122,22 @@ def test_bank_conflicts_are_judged_by_the_worst_warp_access_and_the_worst_warp()
     (3000 conflict-free passes, 2.3 passes per warp access on average): its worst warp access is
     still 32-way. The padded tile read one lane at a time: no access conflicts, but each warp takes
     32 passes where its 32 words need 1."""
-    unpadded = lessons.apply(SOURCES["ex8_padded"], WRONG["ex8_padded"][0])
+    unpadded = lessons.apply(SOURCES["ex7_tiled"], WRONG["ex7_tiled"][UNPADDED])
     diluted = unpadded.replace("        out[out_row, out_col] = tile[tx, ty]",
                                "        reps = 3000 if out_row == 0 and out_col == 0 else 1\n"
                                "        for r in range(reps):\n            out[out_row, out_col] = tile[tx, ty]")
     assert diluted != unpadded
-    result = transpose(lessons.build("03", diluted, "transpose_padded_kernel", "<test traffic diluted tile>"), 64, 64)
+    result = transpose(lessons.build("03", diluted, "transpose_tiled_kernel", "<test traffic diluted tile>"), 64, 64)
     read = next(s for s in result.traffic.shared_sites() if s.how != WRITE)
     assert read.wavefronts / read.warp_accesses < 3 and read.max_degree == 32
     with pytest.raises(CheckFailed, match=r"got a 32-way conflict at line \d+ \(reads tile\[tx, ty\]"):
         check_bank_conflicts("diluted", result)
-    padded = SOURCES["ex8_padded"]
+    padded = SOURCES["ex7_tiled"]
     serialized = padded.replace("        out[out_row, out_col] = tile[tx, ty]",
                                 "        for k in range(32):\n            if cuda.laneid == k:\n"
                                 "                out[out_row, out_col] = tile[tx, ty]")
     assert serialized != padded
-    result = transpose(lessons.build("03", serialized, "transpose_padded_kernel", "<test traffic serial tile>"), 64, 64)
+    result = transpose(lessons.build("03", serialized, "transpose_tiled_kernel", "<test traffic serial tile>"), 64, 64)
     assert max(s.max_degree for s in result.traffic.shared_sites()) == 1
     with pytest.raises(CheckFailed, match=r"expected no bank conflict \(degree 1\), and no warp taking more passes at "
                                           r"a line than 1 x what its words need, got 32 passes at line \d+ \(reads "

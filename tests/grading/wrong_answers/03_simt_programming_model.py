@@ -189,61 +189,24 @@ WRONG_ANSWERS = {
     ],
     'ex7_tiled': [
         # the uncoalesced transpose: the tile is used, but each thread still writes out[col, row], down
-        # a column of out (32 sectors per warp access where 4 would do)
+        # a column of out (32 sectors per warp access where 4 would do); the padded tile keeps it free
+        # of bank conflicts
         ([('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n',
            '    out_row = col\n    out_col = row\n'),
           ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_row, out_col] = tile[ty, tx]')]),
         # no barrier between filling the tile and reading it: a race
         ('    cuda.syncthreads()\n', ''),
-        # the naive kernel of part 1 under this name: right values, uncoalesced writes
+        # the naive kernel of part 1 under this name: right values, uncoalesced writes, no shared memory
         ('        out[out_row, out_col] = tile[tx, ty]',
          '        out[out_row, out_col] = tile[tx, ty]\ntranspose_tiled_kernel = transpose_naive_kernel'),
         # the output tile's row and column swapped: right only where the matrix is square
         ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_col, out_row] = tile[tx, ty]'),
         # issue 35: zeroes its input a and writes the zeros it staged
         ('        tile[ty, tx] = a[row, col]', '        a[row, col] = 0.0\n        tile[ty, tx] = 0.0'),
-        # issue 35: the naive transpose (down a column of out: 32 sectors per warp access where 4 would
-        # do) with one lane rewriting its element ~30 times per warp: each rewrite is 1 sector where 1
-        # would do, which summed over the site hid the column writes; the worst warp access is 32
-        ('    tile = cuda.shared.array((TILE, TILE), float32)\n    tx = cuda.threadIdx.x\n    ty = cuda.threadIdx.y\n'
-         '    col, row = cuda.grid(2)\n'
-         '    if row < a.shape[0] and col < a.shape[1]:\n'
-         '        tile[ty, tx] = a[row, col]\n'
-         '    cuda.syncthreads()\n'
-         '    out_row = cuda.blockIdx.x * TILE + ty\n'
-         '    out_col = cuda.blockIdx.y * TILE + tx\n'
-         '    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col] = tile[tx, ty]',
-         '    col, row = cuda.grid(2)\n    if row < a.shape[0] and col < a.shape[1]:\n'
-         '        reps = 1\n'
-         '        if row == 0 and col == 0:\n'
-         '            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
-         '        for r in range(reps):\n            out[col, row] = a[row, col]'),
-        # issue 37: the barrier inside the guard of the read (only threads that load an element wait): at
-        # the edges of a the threads outside it skip the barrier: undefined behaviour on a GPU
-        ('        tile[ty, tx] = a[row, col]\n    cuda.syncthreads()\n',
-         '        tile[ty, tx] = a[row, col]\n        cuda.syncthreads()\n'),
-    ],
-    'ex8_padded': [
-        # the unpadded tile: a column of it lies in one bank, a 32-way conflict
-        ('cuda.shared.array((TILE, PADDED), float32)', 'cuda.shared.array((TILE, TILE), float32)'),
-        # padded, but the write goes down a column of out again: no conflict, uncoalesced
-        ([('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n',
-           '    out_row = col\n    out_col = row\n'),
-          ('        out[out_row, out_col] = tile[tx, ty]', '        out[out_row, out_col] = tile[ty, tx]')]),
-        # no guard on the write: the edge blocks write outside out
-        ('    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col]',
-         '    if True:\n        out[out_row, out_col]'),
-        # issue 35: zeroes its input a and writes the zeros it staged
-        ('        tile[ty, tx] = a[row, col]', '        a[row, col] = 0.0\n        tile[ty, tx] = 0.0'),
-        # issue 35: the tile read and out written one lane at a time (`if cuda.laneid == k`): every
-        # access conflict-free and 1 sector, but each warp takes 32 passes for its 32 words and
-        # moves 32 sectors for its 128 bytes
-        ('        out[out_row, out_col] = tile[tx, ty]',
-         '        for k in range(32):\n'
-         '            if cuda.laneid == k:\n'
-         '                out[out_row, out_col] = tile[tx, ty]'),
-        # issue 35: the padded tile, no conflict, but the write naive (down a column of out) and
-        # diluted by one lane rewriting its element ~30 times per warp (see ex7_tiled)
+        # issue 35: the padded tile, no conflict, but the write naive (down a column of out: 32 sectors per
+        # warp access where 4 would do) and diluted by one lane rewriting its element ~30 times per warp:
+        # each rewrite is 1 sector where 1 would do, which summed over the site hid the column writes; the
+        # worst warp access is 32
         ('    out_row = cuda.blockIdx.x * TILE + ty\n    out_col = cuda.blockIdx.y * TILE + tx\n'
          '    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col] = tile[tx, ty]',
          '    if row < a.shape[0] and col < a.shape[1]:\n'
@@ -251,9 +214,22 @@ WRONG_ANSWERS = {
          '        if row == 0 and col == 0:\n'
          '            reps = 30 * a.shape[0] * (a.shape[1] // 32 + 1)\n'
          '        for r in range(reps):\n            out[col, row] = tile[ty, tx]'),
-        # issue 37: the barrier inside the guard of the read, as in ex7_tiled (undefined behaviour on a GPU)
+        # issue 37: the barrier inside the guard of the read (only threads that load an element wait): at
+        # the edges of a the threads outside it skip the barrier: undefined behaviour on a GPU
         ('        tile[ty, tx] = a[row, col]\n    cuda.syncthreads()\n',
          '        tile[ty, tx] = a[row, col]\n        cuda.syncthreads()\n'),
+        # the unpadded tile: coalesced on both sides, but a column of it lies in one bank, a 32-way conflict
+        ('cuda.shared.array((TILE, 33), float32)', 'cuda.shared.array((TILE, TILE), float32)'),
+        # no guard on the write: the edge blocks write outside out
+        ('    if out_row < out.shape[0] and out_col < out.shape[1]:\n        out[out_row, out_col]',
+         '    if True:\n        out[out_row, out_col]'),
+        # issue 35: the tile read and out written one lane at a time (`if cuda.laneid == k`): every
+        # access conflict-free and 1 sector, but each warp takes 32 passes for its 32 words and
+        # moves 32 sectors for its 128 bytes
+        ('        out[out_row, out_col] = tile[tx, ty]',
+         '        for k in range(32):\n'
+         '            if cuda.laneid == k:\n'
+         '                out[out_row, out_col] = tile[tx, ty]'),
     ],
 }
 
@@ -292,7 +268,4 @@ LIBRARY_CALLS = {
     'ex7_tiled': ('        out[out_row, out_col] = tile[tx, ty]',
                   '        out[out_row, out_col] = tile[tx, ty]\n'
                   'transpose_tiled_kernel = kernels.matmul_naive_kernel'),
-    'ex8_padded': ('        out[out_row, out_col] = tile[tx, ty]',
-                   '        out[out_row, out_col] = tile[tx, ty]\n'
-                   'transpose_padded_kernel = kernels.matmul_naive_kernel'),
 }

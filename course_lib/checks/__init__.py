@@ -21,6 +21,8 @@
   (``check_sharded_optimizer``); :mod:`.shipped`: a student's class shipped to the workers.
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 - :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).
+- :mod:`.paged_allocator`: lesson 16's paged block allocator judged op by op from snapshots
+  (``check_run``, ``random_ops``).
 
 The multi-process checks are imported from their modules (they import torch.distributed);
 this package itself imports only the light core.

@@ -114,3 +114,26 @@ def test_speculative_greedy_equals_target_and_formula():
     out = speculative.speculative_greedy(target, draft, prompt, 20, 3)
     assert out["tokens"] == tiny_lm.generate(target, prompt, 20)[0].tolist()
     assert sum(a + 1 for a in out["accepted"]) >= 20 and out["rounds"] == len(out["accepted"])
+
+
+def test_allocator_check_accepts_the_rules_and_names_a_broken_one():
+    from course_lib.checks import CheckFailed
+    from course_lib.checks.paged_allocator import check_run, random_ops
+
+    def snap(result, tables, lengths, refcount, free):
+        return {"result": result, "tables": tables, "lengths": lengths, "refcount": refcount, "free": free}
+
+    ops = [["allocate", 0], ["append", 0], ["fork", 0, 1], ["append", 1], ["free", 0]]
+    good = [snap(None, {0: []}, {0: 0}, [0, 0, 0], [0, 1, 2]),
+            snap([0, 0, None], {0: [0]}, {0: 1}, [1, 0, 0], [1, 2]),
+            snap(None, {0: [0], 1: [0]}, {0: 1, 1: 1}, [2, 0, 0], [1, 2]),
+            snap([1, 1, 0], {0: [0], 1: [1]}, {0: 1, 1: 2}, [1, 1, 0], [2]),
+            snap(None, {1: [1]}, {1: 2}, [0, 1, 0], [0, 2])]
+    assert check_run(ops, good, 3, 2) == 5
+    leaked = good[:4] + [snap(None, {1: [1]}, {1: 2}, [0, 0, 0], [0, 1, 2])]
+    with pytest.raises(CheckFailed, match="operation 4"):
+        check_run(ops, leaked, 3, 2)
+    in_place = good[:3] + [snap([0, 1, None], {0: [0], 1: [0]}, {0: 1, 1: 2}, [2, 0, 0], [1, 2])]
+    with pytest.raises(CheckFailed, match="copy-on-write"):
+        check_run(ops[:4], in_place, 3, 2)
+    assert all(op[0] in ("allocate", "append", "fork", "free") for op in random_ops(0, 50))

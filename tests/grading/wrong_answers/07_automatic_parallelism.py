@@ -71,18 +71,19 @@ WRONG_ANSWERS = {
         # both convolutions on the GPU, where each is faster: the CPU idles
         ('"convA": "cpu", "convB": "gpu"', '"convA": "gpu", "convB": "gpu"'),
     ],
-    'ex4_overlap': [
-        # no overlap: chunks only add overhead, so one chunk looks best
-        ("""        return max(n * c + k, c + n * k)""", """        return n * (c + k)"""),
-        # only the compute-bound formula: wrong when the copies are slower
-        ("""        return max(n * c + k, c + n * k)""", """        return n * c + k"""),
-        # the overhead paid once, not per chunk: more chunks always look better
-        ("""        c = compute_s / n + overhead_s
-        k = copy_s / n + overhead_s
-        return max(n * c + k, c + n * k)""", """        c, k = compute_s / n, copy_s / n
-        return max(n * c + k, c + n * k) + overhead_s"""),
+    'ex4_diagnose': [
+        # one overhead per chunk count: the engine that sets the pace pays n + 1 of them
+        ('        return (seconds - max(compute_s + copy_s / n, compute_s / n + copy_s)) / (n + 1)',
+         '        return (seconds - max(compute_s + copy_s / n, compute_s / n + copy_s)) / n'),
+        # the whole gap taken for one overhead
+        ('        return (seconds - max(compute_s + copy_s / n, compute_s / n + copy_s)) / (n + 1)',
+         '        return seconds - max(compute_s + copy_s / n, compute_s / n + copy_s)'),
+        # the compute-bound model only: wrong when the copies set the pace
+        ('max(compute_s + copy_s / n, compute_s / n + copy_s)', '(compute_s + copy_s / n)'),
+        # the overhead found but left out of the choice: the lecture's model picks the most chunks
+        ('        c, k = compute_s / n + overhead, copy_s / n + overhead', '        c, k = compute_s / n, copy_s / n'),
         # never tries max_chunks itself
-        ("""range(1, max_chunks + 1)""", """range(1, max_chunks)"""),
+        ('range(1, max_chunks + 1)', 'range(1, max_chunks)'),
     ],
 }
 
@@ -130,13 +131,8 @@ LIBRARY_CALLS = {
     'ex3_assign': ('    return {"prep": "cpu", "convA": "cpu", "convB": "gpu", '
                    '"small": "gpu", "merge": "cpu", "log": "gpu"}',
                    '    return sch.list_schedule(GRAPH, ["cpu", "gpu"]).assignment()'),
-    # the library's pipeline time without the per-chunk overhead: more chunks always win
-    'ex4_overlap': ("""    def total(n):
-        c = compute_s / n + overhead_s
-        k = copy_s / n + overhead_s
-        return max(n * c + k, c + n * k)
-
-    return min(range(1, max_chunks + 1), key=total)""",
-                    """    return min(range(1, max_chunks + 1),
+    # sch.pipeline_seconds, the lecture's model without the per-chunk overhead the measurements show
+    'ex4_diagnose': ("""    return min(range(1, max_chunks + 1), key=total)""",
+                     """    return min(range(1, max_chunks + 1),
                key=lambda n: sch.pipeline_seconds(n, compute_s / n, copy_s / n, True))"""),
 }

@@ -21,11 +21,11 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
 - 12_accelerators_and_codesign: precision, formats, microscaling, mixed_precision, systolic,
   sparsity, training_memory, models,
   transformer_block, devices, recorded, hardware, timing
-- 13_sharding_and_model_parallelism: parallel.zero, parallel.tensor_parallel,
+- 13_sharding_and_model_parallelism: parallel.zero, parallel.fsdp, parallel.tensor_parallel,
   parallel.pipeline, parallel.planner, transformer_block, schedule, training_memory, models,
   devices, hardware
 - 14_triton: triton_traffic (on triton_interpreter, triton_handover, triton_mode), triton_kernels, recorded, hardware
-- 15_attention: attention, attention_kernels, triton_traffic, roofline, hardware, timing
+- 15_attention: attention, attention_kernels, attention_fp8, triton_traffic, roofline, hardware, timing
 
 Every lecture also shows a picture from :mod:`.diagrams` (one module per diagram).
 Underneath: :mod:`.cuda_simulator` (GPU or simulator for Numba CUDA; :mod:`.hardware`

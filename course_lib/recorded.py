@@ -47,7 +47,7 @@ class Recorded:
 
     @property
     def shown(self) -> str:
-        """The value with its unit: '20.1x', '2715 GB/s'."""
+        """The value with its unit: '9.6x', '2663 GB/s'."""
         return f"{self.text}{self.unit}" if self.unit in ("x", "%") else f"{self.text} {self.unit}"
 
     @property

@@ -19,8 +19,12 @@
 - :mod:`.ddp_container`: lesson 10's DDP containers run on gloo processes (``check_ddp``).
 - :mod:`.sharded_optimizer`: lesson 13's sharded optimizer run on gloo processes
   (``check_sharded_optimizer``); :mod:`.shipped`: a student's class shipped to the workers.
+- :mod:`.fsdp`: lesson 13's FSDP container run on gloo processes (``check_fsdp``).
 - :mod:`.collectives`: lesson 11's allreduce run on gloo processes (``check_allreduce``).
 - :mod:`.zero`: lesson 13's sharded optimizer step run on gloo processes (``check_sharded_step``).
+- :mod:`.expert_dispatch`: lesson 17's expert-parallel layer run on gloo processes, output and bytes
+  sent judged (``check_expert_dispatch``); :mod:`.ring_attention`: lesson 17's ring attention run
+  on gloo processes with point-to-point only, against SDPA (``check_ring_attention``).
 - :mod:`.paged_allocator`: lesson 16's paged block allocator judged op by op from snapshots
   (``check_run``, ``random_ops``).
 

@@ -32,7 +32,8 @@ This module has
 
 The check behind exercise 4 (a student's sharded SGD-with-momentum step) is
 :mod:`course_lib.checks.zero`; exercise 5's (a student's ``ShardedOptimizer``) is
-:mod:`course_lib.checks.sharded_optimizer`.
+:mod:`course_lib.checks.sharded_optimizer`; FSDP's traffic and memory layer by layer (exercise 6) are
+:mod:`course_lib.parallel.fsdp`.
 
 All sizes are bytes; a "parameter" is one scalar weight.
 """

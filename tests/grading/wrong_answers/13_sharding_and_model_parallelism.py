@@ -110,6 +110,26 @@ WRONG_ANSWERS = {
         # shards by position (round robin), not by size
         ("            self.owner[p] = loads.index(min(loads))", "            self.owner[p] = len(self.owner) % world"),
     ],
+    "ex6_fsdp": [
+        # never frees: the gathered weights stay on the unit after its forward
+        ("                for k, _, _ in self.layout[i][1]:\n"
+         "                    setattr(unit, k, None)   # free the gathered weights\n", ""),
+        # autograd keeps every gathered weight until backward (no saved-tensor hooks): the forward holds the model
+        ("                with torch.autograd.graph.saved_tensors_hooks(pack, unpack):\n"
+         "                    out = forward(*args, **kwargs)",
+         "                out = forward(*args, **kwargs)"),
+        # gradients reduce-scattered in the compute dtype (fp16), cast to fp32 afterwards
+        ("                mine = torch.empty(grad.numel() // world)\n"
+         "                dist.reduce_scatter_tensor(mine, grad.float().contiguous())\n"
+         "                return mine / world, None",
+         "                mine = torch.empty(grad.numel() // world, dtype=grad.dtype)\n"
+         "                dist.reduce_scatter_tensor(mine, grad.contiguous())\n"
+         "                return mine.float() / world, None"),
+        # sums the ranks' gradients instead of averaging them
+        ("return mine / world, None", "return mine, None"),
+        # the shard is a view of the padded full unit: every rank keeps a full copy
+        ("padded[rank * s:(rank + 1) * s].clone()", "padded[rank * s:(rank + 1) * s]"),
+    ],
 }
 
 LIBRARY_CALLS = {
@@ -171,4 +191,18 @@ LIBRARY_CALLS = {
     "ex5_sharded_optimizer": ("self.local = optimizer_cls(mine, **kwargs) if mine else None",
                               "from torch.distributed.optim import ZeroRedundancyOptimizer\n"
                               "        self.local = ZeroRedundancyOptimizer(everything, optimizer_cls, **kwargs)"),
+    # torch's FSDP2: fully_shard on every unit (torch.distributed.fsdp is switched off in the check's workers)
+    "ex6_fsdp": ("        rank, world = dist.get_rank(), dist.get_world_size()\n"
+                 "        dtype = compute_dtype or torch.float32",
+                 "        from torch.distributed.device_mesh import init_device_mesh\n"
+                 "        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard\n"
+                 "        mesh = init_device_mesh(\"cpu\", (dist.get_world_size(),))\n"
+                 "        policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)\n"
+                 "        for m in list(module.modules()):\n"
+                 "            if any(True for _ in m.parameters(recurse=False)):\n"
+                 "                fully_shard(m, mesh=mesh, mp_policy=policy)\n"
+                 "        self.gather = None\n"
+                 "        return\n"
+                 "        rank, world = dist.get_rank(), dist.get_world_size()\n"
+                 "        dtype = compute_dtype or torch.float32"),
 }

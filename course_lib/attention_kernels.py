@@ -16,6 +16,8 @@ when causal, skips the key blocks after the diagonal and masks only the diagonal
 which the GPU benchmark's powers of two satisfy. :func:`flash_attention` launches it on
 (batch, heads, N, d) tensors; :func:`count_fused` counts its bytes in the interpreter;
 :func:`benchmark_gpu` times it against torch's SDPA (flash back-end) and the naive version.
+:func:`benchmark_gpu_training` times a training step's attention, forward and backward, of SDPA's
+flash back-end against naive attention (``scripts/gpu_attention_training.py`` runs it).
 
 Importing this module calls :func:`course_lib.triton_traffic.prepare` first (``TRITON_INTERPRET=1``
 without a GPU). Units: bytes, milliseconds, TFLOP/s; sizes are elements.
@@ -284,4 +286,69 @@ def _benchmark_seq_len(n: int, d: int, heads: int, tokens: int, causal: bool, dt
         except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
             row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
         rows.append(row)
+    return rows
+
+
+def benchmark_gpu_training(seq_lens=(1024, 4096, 16384), d: int = 64, heads: int = 16, tokens: int = 16384,
+                           causal: bool = False, dtype=torch.bfloat16) -> list[dict]:
+    """Time one training step of attention, forward and backward, on (tokens // n, heads, n, d)
+    tensors of ``dtype`` on the GPU: torch's SDPA restricted to its flash back-end (FlashAttention-2:
+    the backward recomputes P from Q, K and the row log-sum-exp) against naive attention, whose
+    autograd keeps the N x N probabilities; the forward alone too. ``triton.testing.do_bench``
+    (warmed up, synchronised, median); the gradient of O is a fixed random tensor. Rows: implementation,
+    pass ('forward' or 'forward+backward'), seq_len, d, batch, ms, tflops (:func:`attention_flops`, and
+    3.5 times it for forward+backward: FlashAttention-2's convention, the backward 2.5 times the
+    forward), peak_bytes (beyond the inputs, during one call), max_error (of dQ against SDPA flash's,
+    forward+backward rows; of O otherwise), note. Only on a GPU (RuntimeError elsewhere)."""
+    if not torch.cuda.is_available():
+        raise RuntimeError("benchmark_gpu_training needs a CUDA GPU")
+    rows = []
+    for n in seq_lens:
+        rows += _training_rows(n, d, heads, tokens, causal, dtype)
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _training_rows(n: int, d: int, heads: int, tokens: int, causal: bool, dtype) -> list[dict]:
+    """The rows of :func:`benchmark_gpu_training` for sequence length ``n``."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    batch = max(1, tokens // n)
+    q, k, v = (torch.randn(batch, heads, n, d, device="cuda", dtype=dtype, requires_grad=True) for _ in range(3))
+    grad = torch.randn(batch, heads, n, d, device="cuda", dtype=dtype)
+    flops = attention_flops(n, d, causal, batch * heads)
+
+    def flash():
+        with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    def naive():
+        return naive_attention(q, k, v, causal)
+
+    def step(forward):
+        def run():
+            q.grad = k.grad = v.grad = None
+            forward().backward(grad)
+            return q.grad
+        return run
+
+    reference = {"forward": flash().detach(), "forward+backward": step(flash)().detach()}
+    rows = []
+    for name, forward in (("SDPA flash (FlashAttention-2)", flash), ("naive (autograd keeps P)", naive)):
+        for kind, fn, scale in (("forward", forward, 1.0), ("forward+backward", step(forward), 3.5)):
+            row = {"implementation": name, "pass": kind, "seq_len": n, "d": d, "batch": batch, "ms": float("nan"),
+                   "tflops": float("nan"), "peak_bytes": float("nan"), "max_error": float("nan"), "note": ""}
+            try:
+                with torch.set_grad_enabled(kind != "forward"):
+                    row["max_error"] = float((fn().float() - reference[kind].float()).abs().max())
+                    row["ms"] = float(triton.testing.do_bench(fn, return_mode="median"))
+                    row["peak_bytes"] = _peak_bytes(fn)
+                row["tflops"] = scale * flops / (row["ms"] / 1e3) / 1e12
+            except torch.cuda.OutOfMemoryError:
+                row["note"] = "out of GPU memory"
+                torch.cuda.empty_cache()
+            except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
+                row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
+            rows.append(row)
     return rows

@@ -6,11 +6,11 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
-ALT = ("A map of the course's sixteen lessons: set-up, hardware and PyTorch devices on the left "
+ALT = ("A map of the course's lessons: set-up, hardware and PyTorch devices on the left "
        "feed four strands drawn as rows: kernels (SIMT, CuPy and Numba, Triton, attention), one "
        "device made fast (compilers, asynchronous execution, automatic parallelism, data movement), "
-       "many devices (multi-GPU from scratch, DDP, collectives, sharding) and accelerators; an "
-       "arrow from data movement leads into the multi-GPU strand.")
+       "many devices (multi-GPU from scratch, DDP, collectives, sharding, experts and long context) "
+       "and accelerators; an arrow from data movement leads into the multi-GPU strand.")
 
 BASE = {"00": ("set-up", 3.55), "01": ("hardware", 2.35), "02": ("PyTorch\ndevices", 1.15)}
 STRANDS = [  # (name, colour, y, [(lesson, title), ...])
@@ -19,7 +19,7 @@ STRANDS = [  # (name, colour, y, [(lesson, title), ...])
     ("one\ndevice", "#d9f0d3", 2.75, [("05", "compilers"), ("06", "async"),
                                             ("07", "auto-parallel"), ("08", "profiling")]),
     ("many\ndevices", "#f3d6e8", 1.65, [("09", "multi-GPU"), ("10", "DDP"), ("11", "collectives"),
-                                        ("13", "sharding")]),
+                                        ("13", "sharding"), ("17", "MoE, context")]),
     ("special\nhardware", "#eeeeee", 0.55, [("12", "accelerators")]),
 ]
 BASE_X, LABEL_X, FIRST_X, STEP_X = 0.75, 2.3, 3.65, 1.9
@@ -38,8 +38,8 @@ def _arrow(ax, a, b, rad=0.0):
 
 
 def draw() -> plt.Figure:
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    ax.set_xlim(-0.1, 10.3)
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    ax.set_xlim(-0.1, 12.1)
     ax.set_ylim(0.05, 4.35)
     ax.axis("off")
     for lesson, (title, y) in BASE.items():

@@ -19,43 +19,48 @@ WRONG_ANSWERS = {
         # compares the rate with the clock in GHz instead of the clock needed
         ('    if needed <= reported_clock_hz:', '    if measured_flops / 1e9 <= reported_clock_hz / 1e9:'),
     ],
-    'ex2_intensity': [
-        # counts only the reads, not the write of the result
-        [('    return 1 / (3 * itemsize)', '    return 1 / (2 * itemsize)'),
-         ('    return 2 * n**3 / (3 * n * n * itemsize)', '    return 2 * n**3 / (2 * n * n * itemsize)')],
-        # matmul FLOPs as n^3 (multiplies only, no adds)
-        ('2 * n**3', 'n**3'),
-        # bytes per element forgotten: FLOPs per element instead of per byte
-        [('(3 * itemsize)', '3'),
-         ('n * itemsize)', 'n)')],
+    'ex2_batch': [
+        # only the weights' bytes: the activations read and written are forgotten
+        ('moved = (b * d_in + d_in * d_out + b * d_out) * itemsize', 'moved = d_in * d_out * itemsize'),
+        # the output is never written back
+        ('moved = (b * d_in + d_in * d_out + b * d_out) * itemsize', 'moved = (b * d_in + d_in * d_out) * itemsize'),
+        # one FLOP per multiply-add
+        ('flops = 2 * b * d_in * d_out', 'flops = b * d_in * d_out'),
+        # every layer becomes compute-bound at some batch: the largest allowed when none does
+        ('    if intensity(max_batch) < ridge:\n        return None\n', ''),
     ],
-    'ex3_roofline': [
-        # adds the three times as if nothing overlapped
-        ('max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)',
-         'flops / peak + hbm_bytes / hbm_bandwidth + pcie_bytes / pcie_bandwidth'),
-        # the two-ceiling roofline: the PCIe stream forgotten
-        [('max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)',
-          'max(flops / peak, hbm_bytes / hbm_bandwidth)'),
-         (', "pcie": pcie_bytes / pcie_bandwidth}', '}')],
-        # the fastest instead of the slowest
-        [('    return max(flops', '    return min(flops'), ('max(times, key=times.get)', 'min(times, key=times.get)')],
+    'ex3_link': [
+        # the mean over all kernels: the kernels the link did not limit pull it down
+        ('    return max(k["pcie_bytes"] / k["seconds"] for k in kernels)',
+         '    return sum(k["pcie_bytes"] / k["seconds"] for k in kernels) / len(kernels)'),
+        # the link's bytes over all the measured seconds, as if the kernels had shared one run
+        ('    return max(k["pcie_bytes"] / k["seconds"] for k in kernels)',
+         '    return sum(k["pcie_bytes"] for k in kernels) / sum(k["seconds"] for k in kernels)'),
+        # the two-ceiling roofline: the link never limits
+        ('             "link": kernel["pcie_bytes"] / link_bandwidth}', '             "link": 0.0}'),
+        # the fastest of the three instead of the slowest
+        ('    return max(times, key=times.get)', '    return min(times, key=times.get)'),
     ],
-    'ex4_lines': [
-        # counts elements read, as if every read fetched its own line
-        ('len({(i * itemsize) // line_bytes for i in range(0, n, stride)})', 'len(range(0, n, stride))'),
-        # the bytes of the whole array divided into lines, ignoring the stride
-        ('len({(i * itemsize) // line_bytes for i in range(0, n, stride)})', '-(-n * itemsize // line_bytes)'),
-        # forgets the element size: indices instead of byte addresses
-        ('len({(i * itemsize)', 'len({i'),
+    'ex4_line': [
+        # the stride in elements, not in bytes
+        ('            return stride * itemsize', '            return stride'),
+        # the first stride after the knee
+        ('            return stride * itemsize', '            return 2 * stride * itemsize'),
+        # the stride with the longest time per element: the noise of the plateau decides
+        ('    steps = zip(strides, seconds_per_element, seconds_per_element[1:])',
+         '    return strides[seconds_per_element.index(max(seconds_per_element))] * itemsize'),
+        # waits for an exact doubling: the noise stops it early
+        ('if next_seconds < 1.5 * seconds:', 'if next_seconds < 2 * seconds:'),
     ],
-    'ex5_latency': [
-        # divides where it should multiply
-        ('    return latency_s * clock_hz', '    return latency_s / clock_hz'),
-        # nanoseconds assumed: the answer is a billion times too large
-        [('    return latency_s * clock_hz', '    return latency_s * 1e9 * clock_hz'),
-         ('    return latency_s * peak_flops', '    return latency_s * 1e9 * peak_flops')],
-        # right cycles, but FLOPs forgone counted per cycle at one FLOP per cycle
-        ('    return latency_s * peak_flops', '    return latency_s * 3e9'),
+    'ex5_in_flight': [
+        # rounded to the nearest instead of up: the last fraction of a line is not in flight
+        ('    return math.ceil(latency_s * bandwidth / line_bytes)',
+         '    return round(latency_s * bandwidth / line_bytes)'),
+        # bytes in flight, not lines
+        ('    return math.ceil(latency_s * bandwidth / line_bytes)', '    return math.ceil(latency_s * bandwidth)'),
+        # one more for the line being delivered: enough, but not the fewest
+        ('    return math.ceil(latency_s * bandwidth / line_bytes)',
+         '    return math.ceil(latency_s * bandwidth / line_bytes) + 1'),
     ],
 }
 
@@ -75,31 +80,22 @@ LIBRARY_CALLS = {
     from course_lib.roofline import theoretical_peak_flops
     ceiling = theoretical_peak_flops(cores, reported_clock_hz, simd_bits, dtype_bits, fma_units)
     return hardware.spec_peak_share(measured_flops, ceiling, clock_is_maximum=False)[1]''')],
-    # roofline's helpers with the float32 byte count of the lecture's table (12 bytes per element)
-    'ex2_intensity': [('    return 1 / (3 * itemsize)',
-                       '    from course_lib.roofline import arithmetic_intensity\n'
-                       '    return arithmetic_intensity(1, 12)'),
-                      ('    return 2 * n**3 / (3 * n * n * itemsize)',
-                       '    from course_lib.roofline import arithmetic_intensity, matmul_flops\n'
-                       '    return arithmetic_intensity(matmul_flops(n), 12 * n * n)')],
+    # roofline.ridge_point taken for the batch: FLOPs per byte are not examples
+    'ex2_batch': ('    ridge = peak_flops / bandwidth\n',
+                  '    from course_lib.roofline import ridge_point\n'
+                  '    return math.ceil(ridge_point(peak_flops, bandwidth))\n'
+                  '    ridge = peak_flops / bandwidth\n'),
     # roofline.Roofline: two ceilings only, and its own labels
-    'ex3_roofline': [('    return max(flops / peak, hbm_bytes / hbm_bandwidth, pcie_bytes / pcie_bandwidth)',
-                      '    from course_lib.roofline import Roofline\n'
-                      '    return flops / Roofline("gpu", peak, hbm_bandwidth).attainable(flops / hbm_bytes)'),
-                     ('    times = {"compute": flops / peak, "memory": hbm_bytes / hbm_bandwidth, '
-                      '"pcie": pcie_bytes / pcie_bandwidth}\n'
-                      '    return max(times, key=times.get)',
-                      '    from course_lib.roofline import Roofline\n'
-                      '    return Roofline("gpu", peak, hbm_bandwidth).bound(flops / hbm_bytes)')],
-    # kernels.warp_sectors with its defaults counts 32-byte sectors per warp, not lines
-    'ex4_lines': ('    return len({(i * itemsize) // line_bytes for i in range(0, n, stride)})',
-                  '    from course_lib.kernels import warp_sectors\n'
-                  '    return warp_sectors([i * itemsize for i in range(0, n, stride)])'),
-    # this machine's clock and measured peak instead of the arguments
-    'ex5_latency': [('    return latency_s * clock_hz',
-                     '    from course_lib import hardware\n'
-                     '    return latency_s * hardware.cpu_info().max_clock_hz'),
-                    ('    return latency_s * peak_flops',
-                     '    from course_lib import roofline\n'
-                     '    return latency_s * roofline.measure_peak_flops(256)[0]')],
+    'ex3_link': ("""    times = {"compute": kernel["flops"] / peak, "memory": kernel["hbm_bytes"] / hbm_bandwidth,
+             "link": kernel["pcie_bytes"] / link_bandwidth}
+    return max(times, key=times.get)""", """    from course_lib.roofline import Roofline
+    return Roofline("gpu", peak, hbm_bandwidth).bound(kernel["flops"] / kernel["hbm_bytes"])"""),
+    # hardware.cache_line_bytes: this machine's line as the operating system reports it, not the sweep's
+    'ex4_line': ('    steps = zip(strides, seconds_per_element, seconds_per_element[1:])',
+                 '    from course_lib import hardware\n'
+                 '    return hardware.cache_line_bytes()'),
+    # async_queue's backlog model: lines issued every line time, each busy for the latency, a thousand of them
+    'ex5_in_flight': ('    return math.ceil(latency_s * bandwidth / line_bytes)',
+                      '    from course_lib.async_queue import predicted_peak_in_flight\n'
+                      '    return predicted_peak_in_flight(1000, line_bytes / bandwidth, latency_s)'),
 }

@@ -13,7 +13,7 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
 - 06_asynchronous_execution: async_queue, recorded, timing
 - 07_automatic_parallelism: schedule, hardware, recorded, timing
 - 08_data_movement_and_profiling: data, models, train, profile, trace, training_memory,
-  transformer_block, transformer_cost, devices, recorded, hardware, timing
+  activation_checkpointing, transformer_block, transformer_cost, devices, recorded, hardware, timing
 - 09_multi_gpu_from_scratch: parallel.data_parallel, data, models, timing
 - 10_ddp: parallel.ddp, parallel.launch, parallel.collectives, checks.ddp, hardware, timing
 - 11_parameter_servers_and_collectives: parallel.collectives, parallel.kvstore, parallel.ps,

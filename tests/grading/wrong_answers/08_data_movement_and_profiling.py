@@ -127,6 +127,57 @@ def largest_batch(split_at_one, budget):"""),
         ('''matrices = [shape for shape in top["args"]["Input Dims"] if len(shape) == 2]
     (m, k), (_, n) = matrices[-2], matrices[-1]''', '(m, k), (_, n) = top["args"]["Input Dims"][:2]'),
     ],
+    'ex8_costs': [
+        # a checkpointed block keeps nothing (its input forgotten)
+        ("""                      "checkpointed": batch * seq_len * d_model * bytes_per_value,   # the block's input""",
+         """                      "checkpointed": 0,"""),
+        # the whole forward recomputed (the last product is not redone)
+        ('"recompute_flops": forward - 2 * batch * seq_len * d_ff * d_model})',
+         '"recompute_flops": forward})'),
+        # the checkpointed input counted in fp32 whatever the values' bytes
+        ("""                      "checkpointed": batch * seq_len * d_model * bytes_per_value,   # the block's input""",
+         """                      "checkpointed": batch * seq_len * d_model * 4,"""),
+        # a training step's FLOPs of the block (forward and backward) taken as its recomputation
+        ('"recompute_flops": forward - 2 * batch * seq_len * d_ff * d_model})',
+         '"recompute_flops": 3 * forward})'),
+    ],
+    'ex8_plan': [
+        # greedy: the most bytes saved per recomputed FLOP first, until it fits
+        ("""    best = None
+    for plan in itertools.product((False, True), repeat=len(costs)):
+        kept = sum(c["checkpointed"] if p else c["activations"] for c, p in zip(costs, plan))
+        flops = sum(c["recompute_flops"] for c, p in zip(costs, plan) if p)
+        if kept <= budget and (best is None or flops < best[0]):
+            best = (flops, list(plan))
+    return None if best is None else best[1]""",
+         """    plan = [False] * len(costs)
+    kept = sum(c["activations"] for c in costs)
+    order = sorted(range(len(costs)),
+                   key=lambda i: -(costs[i]["activations"] - costs[i]["checkpointed"]) / costs[i]["recompute_flops"])
+    for i in order:
+        if kept <= budget:
+            break
+        plan[i] = True
+        kept -= costs[i]["activations"] - costs[i]["checkpointed"]
+    return plan if kept <= budget else None"""),
+        # checkpoint from the first block on until it fits
+        ("""    best = None
+    for plan in itertools.product((False, True), repeat=len(costs)):""",
+         """    for k in range(len(costs) + 1):
+        plan = [i < k for i in range(len(costs))]
+        if sum(c["checkpointed"] if p else c["activations"] for c, p in zip(costs, plan)) <= budget:
+            return plan
+    return None
+    best = None
+    for plan in itertools.product((False, True), repeat=len(costs)):"""),
+        # a checkpointed block counted as keeping nothing
+        ("""        kept = sum(c["checkpointed"] if p else c["activations"] for c, p in zip(costs, plan))""",
+         """        kept = sum(0 if p else c["activations"] for c, p in zip(costs, plan))"""),
+        # the budget must not be reached, only approached
+        ("if kept <= budget and", "if kept < budget and"),
+        # nothing fits: checkpoint everything anyway
+        ("    return None if best is None else best[1]", "    return [True] * len(costs) if best is None else best[1]"),
+    ],
 }
 
 
@@ -190,4 +241,17 @@ LIBRARY_CALLS = {
                       'for shape in e["args"]["Input Dims"] if len(shape) == 2]\n'
                       '    (m, k), (_, n) = matrices[-2], matrices[-1]\n'
                       '    return 2 * m * k * n / (top.total_us / top.calls * 1e-6)'),
+    # the fp32 measurement of the lecture's module (bytes_per_value ignored)
+    'ex8_costs': ("""    costs = []
+    for n_heads, d_ff in specs:""",
+                  """    return activation_checkpointing.measured_costs(
+        activation_checkpointing.BlockStack(d_model, specs), torch.randn(batch, seq_len, d_model))
+    costs = []
+    for n_heads, d_ff in specs:"""),
+    # the lecture's plan: checkpoint from the first block until it fits
+    'ex8_plan': ("""    best = None
+    for plan in itertools.product((False, True), repeat=len(costs)):""",
+                 """    return activation_checkpointing.checkpoint_from_first(costs, budget)
+    best = None
+    for plan in itertools.product((False, True), repeat=len(costs)):"""),
 }

@@ -20,6 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = {"03": ROOT / "notebooks/03_simt_programming_model", "04": ROOT / "notebooks/04_cupy_and_numba"}
 WRONG = {"03": ROOT / "tests/grading/wrong_answers/03_simt_programming_model.py",
          "04": ROOT / "tests/grading/wrong_answers/04_cupy_and_numba.py"}
+# exercise kernels Numba's simulator cannot run, so the oracle cannot judge the engine on them (the
+# engine's own tests do: tests/lib/test_simt_shuffles.py)
+NO_ORACLE = {("03", "ex8_warp_rows"): "Numba's CUDA simulator has no warp shuffles (cuda.shfl_*_sync)"}
 
 
 def _cells(path: Path) -> list[tuple[str | None, str]]:

@@ -41,9 +41,10 @@ def launch_traffic(kernel, grid, block, args, outputs=(-1,)):
     Every array argument not in ``outputs`` must come back unchanged, else CheckFailed. What the
     kernel does wrong in the engine is a CheckFailed of one line naming its line (no engine
     frames): a shared-memory race, a ``cuda.syncthreads()`` that only part of a block's running
-    threads reach, an index outside an array, a statement the engine does not run
-    (:func:`kernel_fault`); a kernel that still holds the release's stub is
-    :class:`~course_lib.checks.unanswered.NotAnswered` before it runs."""
+    threads reach, a shuffle with an active lane outside its mask or reading an inactive lane, an
+    index outside an array, a statement the engine does not run (:func:`kernel_fault`); a kernel
+    that still holds the release's stub is :class:`~course_lib.checks.unanswered.NotAnswered` before
+    it runs."""
     __tracebackhide__ = True  # IPython and pytest show the caller's line, not this one
     from course_lib import simt
 
@@ -55,7 +56,7 @@ def launch_traffic(kernel, grid, block, args, outputs=(-1,)):
         warnings.simplefilter("ignore")
         try:
             result = simt.run(kernel, grid, block, *work)
-        except (SharedMemoryRace, simt.DivergentBarrier, IndexError, simt.Unsupported) as exc:
+        except (SharedMemoryRace, simt.DivergentBarrier, simt.InactiveLane, IndexError, simt.Unsupported) as exc:
             raise kernel_fault(kernel, exc) from None
     check_inputs_unchanged(kernel, args, work, outs)
     return work[outputs[0] % len(args)], result
@@ -63,13 +64,14 @@ def launch_traffic(kernel, grid, block, args, outputs=(-1,)):
 
 def kernel_fault(kernel, exc: Exception) -> CheckFailed:
     """The one-line failure for what ``kernel`` did wrong in the SIMT engine (``exc``: a
-    ``SharedMemoryRace``, a ``DivergentBarrier``, an ``IndexError`` naming the kernel's line, or
-    ``Unsupported``)."""
+    ``SharedMemoryRace``, a ``DivergentBarrier``, an ``InactiveLane``, an ``IndexError`` naming the
+    kernel's line, or ``Unsupported``)."""
     from course_lib import simt
 
     name = getattr(python_function(kernel), "__name__", "the kernel")
     expected = ("no shared-memory race" if isinstance(exc, SharedMemoryRace) else
                 "every running thread of a block at each cuda.syncthreads()" if isinstance(exc, simt.DivergentBarrier)
+                else "every lane a shuffle names or reads taking part in it" if isinstance(exc, simt.InactiveLane)
                 else "every index inside its array" if isinstance(exc, IndexError) else
                 "statements the SIMT engine runs (those of the lesson's kernels)")
     return CheckFailed(f"{name}: expected {expected}, got: {exc}")

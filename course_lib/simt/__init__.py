@@ -51,7 +51,8 @@ from .barriers import DivergentBarrier
 from .counts import ACCESS_KINDS, AccessCounts, SharedMemoryRace
 from .launch import SCHEDULES, Result, Schedule, count_accesses, run
 from .prediction import GPUS, Prediction, predict
+from .shuffles import InactiveLane
 from .values import Unsupported
 
-__all__ = ["ACCESS_KINDS", "GPUS", "SCHEDULES", "AccessCounts", "DivergentBarrier", "Prediction", "Result",
-           "Schedule", "SharedMemoryRace", "Unsupported", "count_accesses", "occupancy", "predict", "run"]
+__all__ = ["ACCESS_KINDS", "GPUS", "SCHEDULES", "AccessCounts", "DivergentBarrier", "InactiveLane", "Prediction",
+           "Result", "Schedule", "SharedMemoryRace", "Unsupported", "count_accesses", "occupancy", "predict", "run"]

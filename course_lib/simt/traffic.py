@@ -29,6 +29,7 @@ engine records the lanes, the byte addresses, the array and the source line. Fro
 - **divergence**: a branch whose lanes split runs both paths one after the other; the model counts
   warp-level instructions (one per statement a warp executes) and the lanes active in each, and for
   each branch the fraction of lanes idle on its paths.
+- **shuffles**: ``cuda.shfl_*_sync`` counted per warp (:mod:`~course_lib.simt.shuffles`; a warp adds 32 values in 5).
 
 Where it differs from a GPU (see also :mod:`course_lib.simt.prediction`): no L1 or L2 cache is modelled
 (a sector fetched twice counts twice here, where a cache may serve the second fetch), instructions
@@ -194,6 +195,7 @@ class Traffic:
         self.touched: list = []             # (global array, element offsets, how) of every warp access
         self.shapes: dict = {}              # access pattern -> its costs (warps repeat patterns)
         self.warps: dict = {}               # (id of a site, warp) -> its tally so far in the running block
+        self.shuffles: Counter = Counter()  # (block index, warp number) -> warp shuffles it ran
 
     # ------------------------------------------------------------ recording
     def instruction(self, active: int) -> None:
@@ -299,6 +301,10 @@ class Traffic:
         if not self.warp_instructions:
             return 0.0
         return 1.0 - int(self.active_lane_instructions) / (32 * self.warp_instructions)
+
+    @property
+    def max_shuffles_per_warp(self) -> int:   # the most shuffles one warp of the launch ran
+        return max(self.shuffles.values(), default=0)
 
     def divergent_branches(self) -> list[Branch]:
         return sorted((b for b in self.branches.values() if b.divergent), key=lambda b: b.line)

@@ -160,7 +160,7 @@ BLOCKS_NEEDED = ("def blocks_needed(n, threads_per_block):\n"
                  "    return (n + threads_per_block - 1) // threads_per_block\n\n\n")
 ATTACKS = {
     "03_simt_programming_model": {
-        "full": 27.0,
+        "full": 34.0,
         # overwrite an input so that the expected value computed from it is the zeros `out` holds
         "overwrite": {
             "ex1_axpy": BLOCKS_NEEDED + _zeroing("axpy_kernel(alpha, x, y, out)",
@@ -174,10 +174,15 @@ ATTACKS = {
                                    "    a[cuda.blockIdx.x, col] = 0.0"),
             "ex6_scan": _zeroing("block_scan_kernel(x, out)", "i = cuda.grid(1)\nif i < x.size:\n    x[i] = 0.0"),
             **{gid: _zeroing(f"{name}(a, out)", ZERO_A) for gid, name in TRANSPOSES.items()},
+            "ex8_warp_rows": _zeroing("warp_row_sums_kernel(a, out)", "row = cuda.grid(1) // 32\n"
+                                      "if row < a.shape[0]:\n"
+                                      "    for col in range(cuda.grid(1) % 32, a.shape[1], 32):\n"
+                                      "        a[row, col] = 0.0"),
         },
-        # blocks_needed, the one exercise that is not a kernel (plain Python, run in the student's
-        # kernel): its point is the attack notebook's honest function's (issue 35, item 9)
-        "overwrite_keeps": {"ex1_blocks": 1},
+        # blocks_needed and the occupancy functions, the exercises that are not kernels (plain Python,
+        # run in the student's kernel): their points are the attack notebook's honest functions'
+        # (issue 35, item 9)
+        "overwrite_keeps": {"ex1_blocks": 1, "ex9_named": 1, "ex9_limits": 1, "ex9_block": 1},
         # naive kernels (right values) whose global reads are atomics adding 0
         "atomic": {
             "ex2_pool": _zeroing("pool3_kernel(x, out)",

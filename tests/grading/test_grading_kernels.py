@@ -32,9 +32,9 @@ from course_tools.paths import NOTEBOOKS
 
 cuda = hardware.numba_cuda()   # before anything imports numba.cuda: it decides GPU or simulator
 LESSON = "03_simt_programming_model"
-FULL = 27.0
+FULL = 34.0
 CONSTANTS = {"P": 32, "WINDOW": 34, "T": 4, "R": 128, "S": 64, "K": 5, "C": 32, "TILE_LEN": 36, "D": 3, "B": 8,
-             "TILE": 32, "PADDED": 33}
+             "TILE": 32, "FULL_MASK": 0xFFFFFFFF}
 
 
 def _solutions(lesson: str) -> dict:

@@ -2,18 +2,18 @@
 compiles it (``kernel_source`` rebuilds it; lessons 03 and 04).
 
 The vocabulary: ``cuda.<name>`` (thread and block indices and sizes, ``grid``, ``gridsize``,
-barriers and fences, ``shared.array``, ``local.array``, ``const.array_like``, ``atomic.*`` and a
-few intrinsics), ``math.<name>``, Numba's scalar types (``float32``, ``int32``, ...), NumPy's
-scalar types and constants as ``np.<name>`` (``np.float32``, ``np.inf``, ...), the built-ins
-:data:`BUILTINS`, the attributes :data:`VALUE_ATTRS` of any value, and names the checker
-already holds or the student sent as data: numbers (and tuples of them), Numba types, and
-other kernels and device functions that passed the same check. Everything else is refused
-with a plain reason (:class:`Refused`): imports, names and attributes starting with ``_`` (a
-local throwaway variable ``_`` aside), other attributes and calls, ``global``/``nonlocal``,
-``lambda``, nested ``def``/``class``, ``with``, ``try``, ``raise``, ``yield``, ``await``,
-comprehensions, f-strings, slices, and decorators other than ``cuda.jit`` and
-``cuda.jit(device=True)`` (the decorator is never run: the checker applies its own). Sizes are
-characters and syntax-tree nodes.
+barriers and fences, ``shared.array``, ``local.array``, ``const.array_like``, ``atomic.*``, warp
+shuffles and votes (``shfl_*_sync``, ``activemask``, ``ballot_sync``, ...) and a few intrinsics),
+``math.<name>``, Numba's scalar types (``float32``, ``int32``, ...), NumPy's scalar types and
+constants as ``np.<name>`` (``np.float32``, ``np.inf``, ...), the built-ins :data:`BUILTINS`, the
+attributes :data:`VALUE_ATTRS` of any value, and names the checker already holds or the student sent
+as data: numbers (and tuples of them), Numba types, and other kernels and device functions that
+passed the same check. Everything else is refused with a plain reason (:class:`Refused`): imports,
+names and attributes starting with ``_`` (a local throwaway variable ``_`` aside), other attributes
+and calls, ``global``/``nonlocal``, ``lambda``, nested ``def``/``class``, ``with``, ``try``,
+``raise``, ``yield``, ``await``, comprehensions, f-strings, slices, and decorators other than
+``cuda.jit`` and ``cuda.jit(device=True)`` (the decorator is never run: the checker applies its
+own). Sizes are characters and syntax-tree nodes.
 
 Stdlib only (the checker imports it before the instructor's setup has run).
 """
@@ -40,7 +40,8 @@ VALUE_ATTRS = ("shape", "size", "ndim", "x", "y", "z")
 CUDA_VALUES = ("threadIdx", "blockIdx", "blockDim", "gridDim", "laneid", "warpsize")
 CUDA_CALLS = ("grid", "gridsize", "syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or", "syncwarp",
               "threadfence", "threadfence_block", "threadfence_system", "fma", "selp", "popc", "brev", "clz", "ffs",
-              "cbrt", "shared.array", "local.array", "const.array_like",
+              "cbrt", "shared.array", "local.array", "const.array_like", "shfl_sync", "shfl_up_sync", "shfl_down_sync",
+              "shfl_xor_sync", "activemask", "ballot_sync", "all_sync", "any_sync",
               *(f"atomic.{op}" for op in ("add", "sub", "max", "min", "nanmax", "nanmin", "and_", "or_", "xor",
                                           "exch", "inc", "dec", "cas", "compare_and_swap")))
 MATH_NAMES = frozenset(n for n in dir(math) if not n.startswith("_"))

@@ -231,6 +231,79 @@ WRONG_ANSWERS = {
          '            if cuda.laneid == k:\n'
          '                out[out_row, out_col] = tile[tx, ty]'),
     ],
+    'ex8_warp_rows': [
+        # four shuffle steps (16, 8, 4, 2): lane 0 ends with the sum of only its even lanes' partial sums
+        ('        while offset > 0:', '        while offset > 1:'),
+        # every lane writes the row's sum (the same value 32 times): right values, 32 writes per row
+        ('        if lane == 0:\n            out[row] = acc', '        out[row] = cuda.shfl_sync(FULL_MASK, acc, 0)'),
+        # each lane adds a contiguous chunk of the row (lane l: columns l*c ... l*c + c - 1): as many reads
+        # per thread, but a warp's 32 reads lie c columns apart, uncoalesced
+        ('        for col in range(lane, a.shape[1], 32):\n            acc += a[row, col]',
+         '        chunk = (a.shape[1] + 31) // 32\n'
+         '        for col in range(lane * chunk, min(lane * chunk + chunk, a.shape[1])):\n'
+         '            acc += a[row, col]'),
+        # lanes past the row's end leave early: on rows shorter than 32 the shuffles read lanes that
+        # have returned (undefined on a GPU)
+        ('    if row < a.shape[0]:\n', '    if lane >= a.shape[1]:\n        return\n    if row < a.shape[0]:\n'),
+        # the shared-memory tree's `if lane < offset` kept around the shuffle: lanes read lanes that sit the
+        # step out (undefined on a GPU), and every step splits the warp
+        ('            acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)',
+         '            if lane < offset:\n                acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)'),
+        # every lane gathers all 32 partial sums with a broadcast shuffle each: right values, no divergence,
+        # but 32 shuffles per warp where 5 do
+        ('        offset = 16\n        while offset > 0:\n'
+         '            acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)\n'
+         '            offset //= 2\n',
+         '        total = 0.0\n        for k in range(32):\n            total += cuda.shfl_sync(FULL_MASK, acc, k)\n'
+         '        acc = total\n'),
+        # the mask of half a warp (0xFFFF): lanes 16-31 call the shuffle outside its mask (undefined on a GPU)
+        ('            acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)',
+         '            acc += cuda.shfl_down_sync(0xFFFF, acc, offset)'),
+        # lane 0 adds the whole row alone: no shuffle, no shared memory, n global reads in one thread
+        ([('        for col in range(lane, a.shape[1], 32):\n            acc += a[row, col]\n'
+           '        offset = 16\n        while offset > 0:\n'
+           '            acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)\n'
+           '            offset //= 2\n',
+           '        for col in range(a.shape[1]):\n            acc += a[row, col]\n')]),
+        # the partial sums added through shared memory by lane 0 (a 32-slot array per warp of the block)
+        ('        offset = 16\n        while offset > 0:\n'
+         '            acc += cuda.shfl_down_sync(FULL_MASK, acc, offset)\n'
+         '            offset //= 2\n',
+         '        slots = cuda.shared.array(1024, float64)\n'
+         '        base = cuda.threadIdx.x - lane\n'
+         '        slots[cuda.threadIdx.x] = acc\n'
+         '        cuda.syncwarp()\n'
+         '        if lane == 0:\n'
+         '            for k in range(1, 32):\n'
+         '                acc += slots[base + k]\n'),
+        # issue 35: zeroes its input a and writes the zero sums
+        ('            acc += a[row, col]', '            a[row, col] = 0.0'),
+    ],
+    'ex9_occupancy': [
+        # registers not rounded up to a multiple of 256 per warp: 36 registers give 1152 per warp, not 1280
+        ('    per_warp = -(-registers_per_thread * 32 // 256) * 256', '    per_warp = registers_per_thread * 32'),
+        # the runtime's reserved shared memory per block forgotten
+        ('    taken = shared_bytes_per_block + limits["reserved_shared_per_block_kb"] * 1024',
+         '    taken = shared_bytes_per_block'),
+        # no limit on blocks per SM: blocks of one warp fill all 64 warps of an H100
+        ('    allowed = [limits["max_blocks_per_sm"], limits["max_warps_per_sm"] // warps,',
+         '    allowed = [limits["max_warps_per_sm"] // warps,'),
+        # warps per block rounded down: a block of 48 threads taken as one warp
+        ('    warps = -(-threads_per_block // 32)', '    warps = max(1, threads_per_block // 32)'),
+        # no launch limits: 1056 threads, 256 registers or 100 KB of shared memory per block still "fit"
+        ('    if (threads_per_block > 1024 or registers_per_thread > 255\n'
+         '            or shared_bytes_per_block > limits["shared_per_block_kb"] * 1024):\n        return 0, 0\n', ''),
+        # the target missed by a hair: more than the target, not at least it
+        ('        if warps >= target * limits["max_warps_per_sm"]:',
+         '        if warps > target * limits["max_warps_per_sm"]:'),
+        # the largest block size that reaches the target instead of the smallest
+        ('    for threads in range(32, 1025, 32):', '    for threads in range(1024, 31, -32):'),
+        # the shared memory per thread taken as the block's
+        ('        _, warps = resident_per_sm(limits, threads, registers_per_thread, shared_bytes_per_thread * threads)',
+         '        _, warps = resident_per_sm(limits, threads, registers_per_thread, shared_bytes_per_thread)'),
+        # occupancy as a fraction of the warps a block could hold, not of the SM's maximum
+        ('        if warps >= target * limits["max_warps_per_sm"]:', '        if warps >= target * (threads // 32):'),
+    ],
 }
 
 # What a student who reads course_lib would submit: the closest library kernel (or helper) under the
@@ -268,4 +341,17 @@ LIBRARY_CALLS = {
     'ex7_tiled': ('        out[out_row, out_col] = tile[tx, ty]',
                   '        out[out_row, out_col] = tile[tx, ty]\n'
                   'transpose_tiled_kernel = kernels.matmul_naive_kernel'),
+    # the library's vector add: three arguments, no row sums
+    'ex8_warp_rows': ('            out[row] = acc',
+                      '            out[row] = acc\n'
+                      'warp_row_sums_kernel = kernels.vector_add_kernel'),
+    # simt.occupancy (it looks the GPU up by name in data/gpu_sm_limits.csv, so a carved-out H100 is
+    # the full one, and it has no 255-register or 1024-thread launch limit), and a search over it
+    'ex9_occupancy': [('    if (threads_per_block > 1024 or registers_per_thread > 255\n'
+                       '            or shared_bytes_per_block > limits["shared_per_block_kb"] * 1024):\n'
+                       '        return 0, 0\n',
+                       '    from course_lib.simt.occupancy import occupancy\n'
+                       '    found = occupancy(limits["device"], threads_per_block, shared_bytes_per_block, '
+                       'registers_per_thread)\n'
+                       '    return found.blocks_per_sm, found.warps_per_sm\n')],
 }

@@ -27,6 +27,16 @@ def expected_tokens_per_step(a: float, k: int) -> float:
     return (1 - a ** (k + 1)) / (1 - a)
 
 
+def acceptance_rate(accepted: list, k: int) -> float:
+    """The per-token acceptance rate ``a`` estimated from the draft tokens kept in each round
+    (``accepted``, each 0..k): kept tokens over tokens *compared*, which are ``n + 1`` in a round
+    that kept ``n < k`` (the first rejection ends it) and ``k`` in a round that kept all (the
+    maximum-likelihood estimate for independent acceptances; kept / (k * rounds) would count
+    tokens never compared and underestimate ``a``)."""
+    compared = sum(min(n + 1, k) for n in accepted)
+    return sum(accepted) / compared if compared else 0.0
+
+
 @torch.no_grad()
 def speculative_greedy(target, draft, prompt: torch.Tensor, n_new: int, k: int) -> dict:
     """Greedy speculative decoding of ``n_new`` tokens after ``prompt`` ``(1, s)``.

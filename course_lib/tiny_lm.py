@@ -180,3 +180,40 @@ def seconds_per_token(model: TinyLM, prompt: torch.Tensor, n_new: int, cache: bo
     t0 = time.perf_counter()
     generate(model, prompt, n_new, cache=cache, on_step=tick)
     return [b - a for a, b in zip([t0] + stamps[:-1], stamps)]
+
+
+def cost_shape(model: TinyLM, bytes_per_value: float | None = None):
+    """The model as an :class:`course_lib.inference_cost.Shape`: its parameters (embeddings
+    included: the head reads its whole weight every step), layers, heads, key/value heads and
+    features per head; ``bytes_per_value`` defaults to the weights' element size."""
+    from .inference_cost import Shape
+
+    block = model.blocks[0]
+    w = block.q.weight
+    params = sum(p.numel() for p in model.parameters())
+    return Shape(params, len(model.blocks), block.heads, block.kv_heads, block.head_dim,
+                 bytes_per_value or w.element_size())
+
+
+@torch.no_grad()
+def decode_tokens_per_second(model: TinyLM, batch: int, context: int, steps: int = 16, warmup: int = 3) -> float:
+    """Decode throughput, tokens per second: ``batch`` sequences whose cache already holds
+    ``context`` tokens (a random prompt, prefilled untimed) each make ``steps`` one-token steps;
+    the clock runs over the steps only, after ``warmup`` untimed steps, synchronised on a GPU."""
+    w = model.blocks[0].q.weight
+    sync = torch.cuda.synchronize if w.device.type == "cuda" else (lambda: None)
+    cache = model.new_cache(batch, context + warmup + steps)
+    gen = torch.Generator(device="cpu").manual_seed(0)
+    prompt = torch.randint(0, model.vocab, (batch, context), generator=gen).to(w.device)
+    token = model(prompt, cache)[:, -1].argmax(-1)
+    position = context
+    for _ in range(warmup):
+        token = model(token[:, None], cache, position)[:, -1].argmax(-1)
+        position += 1
+    sync()
+    start = time.perf_counter()
+    for _ in range(steps):
+        token = model(token[:, None], cache, position)[:, -1].argmax(-1)
+        position += 1
+    sync()
+    return batch * steps / (time.perf_counter() - start)

@@ -108,6 +108,7 @@ def test_speculative_greedy_equals_target_and_formula():
     assert speculative.expected_tokens_per_step(0.0, 4) == 1
     assert speculative.expected_tokens_per_step(1.0, 4) == 5
     assert speculative.expected_tokens_per_step(0.5, 2) == pytest.approx(1.75)
+    assert speculative.acceptance_rate([4, 0, 1], 4) == pytest.approx(5 / 7)
     target = tiny_lm.make_lm(0, vocab=32, d_model=32, heads=4, kv_heads=2, layers=4, max_len=64)
     draft = tiny_lm.draft_of(target, 1)
     prompt = torch.randint(0, 32, (1, 4), generator=torch.Generator().manual_seed(2))
@@ -137,3 +138,11 @@ def test_allocator_check_accepts_the_rules_and_names_a_broken_one():
     with pytest.raises(CheckFailed, match="copy-on-write"):
         check_run(ops[:4], in_place, 3, 2)
     assert all(op[0] in ("allocate", "append", "fork", "free") for op in random_ops(0, 50))
+
+
+def test_decode_throughput_and_cost_shape():
+    model = tiny_lm.make_lm(0, vocab=16, d_model=16, heads=4, kv_heads=2, layers=2, max_len=64)
+    shape = tiny_lm.cost_shape(model)
+    assert shape.params == sum(p.numel() for p in model.parameters()) and shape.bytes_per_value == 4
+    assert shape.kv_bytes_per_token == 2 * 2 * 2 * 4 * 4
+    assert tiny_lm.decode_tokens_per_second(model, batch=2, context=8, steps=3) > 0

@@ -69,17 +69,20 @@ WRONG_ANSWERS = {
          '                self.free_blocks.append(block)\n',
          '            self.refcount[block] = 0\n            self.free_blocks.append(block)\n'),
         # no copy-on-write: a shared partial block written in place
-        ('        elif self.refcount[table[-1]] > 1:', '        elif False:'),
+        ('        shared = not full and self.refcount[table[-1]] > 1', '        shared = False'),
         # the copy made, but the old block's count not dropped
-        ('            self.refcount[copied_from] -= 1\n', ''),
-        # fork copies every block at once instead of sharing
-        [('        for block in self.tables[child]:\n            self.refcount[block] += 1\n',
-          '        self.tables[child] = [self._new_block() for _ in self.tables[parent]]\n')],
+        ('                self.refcount[copied_from] -= 1\n', ''),
+        # fork copies the parent's blocks at once instead of sharing them
+        ('        for block in self.tables[child]:\n            self.refcount[block] += 1\n',
+         '        fresh = sorted(self.free_blocks)[:len(self.tables[parent])]\n'
+         '        for block in fresh:\n            self.free_blocks.remove(block)\n'
+         '            self.refcount[block] = 1\n'
+         '        self.tables[child] = fresh\n'),
         # the highest-numbered free block taken
-        ('        block = min(self.free_blocks)', '        block = max(self.free_blocks)'),
+        ('            block = min(self.free_blocks)', '            block = max(self.free_blocks)'),
         # MemoryError raised after the length has grown
-        [('        table, length = self.tables[seq], self.lengths[seq]\n',
-          '        table, length = self.tables[seq], self.lengths[seq]\n        self.lengths[seq] = length + 1\n')],
+        ('        table, length = self.tables[seq], self.lengths[seq]\n',
+         '        table, length = self.tables[seq], self.lengths[seq]\n        self.lengths[seq] = length + 1\n'),
     ],
     'ex4_schedule': [
         # admits past the budget: the token each running request writes this step not counted
@@ -134,7 +137,7 @@ LIBRARY_CALLS = {
          '    b = tokens.shape[0]\n'),
     ],
     'ex3_allocator': [
-        ('    def _new_block(self):\n',
+        ('    def allocate(self, seq):\n',
           '    def _lib(self):\n'
           '        from course_lib.paged_kv import PagedKVCache\n'
           '        if not hasattr(self, "lib"):\n'
@@ -158,11 +161,9 @@ LIBRARY_CALLS = {
           '    def free(self, seq):\n'
           '        self._lib().release(seq)\n'
           '        return self._sync()\n\n'
-          '    def _new_block(self):\n'),
-         ('    def allocate(self, seq):\n        self.tables[seq]',
-          '    def _unused_allocate(self, seq):\n        self.tables[seq]'),
-         ('    def fork(self, parent, child):\n        self.tables[child]',
-          '    def _unused_fork(self, parent, child):\n        self.tables[child]'),
+          '    def _unused_allocate(self, seq):\n'),
+         ('    def fork(self, parent, child):\n        self.tables[child] = list(self.tables[parent])',
+          '    def _unused_fork(self, parent, child):\n        self.tables[child] = list(self.tables[parent])'),
          ('    def append(self, seq):\n        table, length',
           '    def _unused_append(self, seq):\n        table, length'),
          ('    def free(self, seq):\n        for block', '    def _unused_free(self, seq):\n        for block'),

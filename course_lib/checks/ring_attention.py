@@ -51,26 +51,32 @@ def _raw(result, rank: int, n: int) -> dict:
     return result
 
 
-def check_ring_attention(fn, world_size: int = 2, chunk: int = 3, heads: int = 2, d: int = 4,
-                         timeout: float = 60.0) -> dict:
-    """Run ``fn(q, k, v, causal)`` on ``world_size`` gloo processes, each given its contiguous
-    chunk of ``chunk`` positions of float64 ``q``, ``k``, ``v`` (heads, world_size * chunk, d),
-    without and with a causal mask. Returns ``error`` and ``causal_error`` (worst difference of
-    the outputs, chunk r from rank r, from SDPA on the whole sequence; inf for a wrong shape or
-    no tensor) and ``library_modules``."""
+def check_ring_attention(fn, world_size: int = 2, sizes=((3, 2, 4),), timeout: float = 60.0) -> dict:
+    """Run ``fn(q, k, v, causal)`` on ``world_size`` gloo processes (one launch), for every size
+    ``(chunk, heads, d)`` of ``sizes``: each rank is given its contiguous chunk of ``chunk``
+    positions of float64 ``q``, ``k``, ``v`` (heads, world_size * chunk, d), without and with a
+    causal mask. Returns ``error`` and ``causal_error`` (worst difference over the sizes of the
+    outputs, chunk r from rank r, from SDPA on the whole sequence; inf for a wrong shape or no
+    tensor) and ``library_modules``."""
     gen = torch.Generator().manual_seed(secrets.randbits(63))
-    n = world_size * chunk
-    q, k, v = (torch.randn(heads, n, d, generator=gen, dtype=torch.float64) for _ in range(3))
-    # larger scores in some rows: a merge that forgets to rescale is far off, not nearly right
-    q = q * torch.linspace(0.5, 4.0, n, dtype=torch.float64)[None, :, None]
-    parts = [slice(r * chunk, (r + 1) * chunk) for r in range(world_size)]
-    inputs = [[(q[:, s], k[:, s], v[:, s], causal) for causal in (False, True)] for s in parts]
+    problems, inputs = [], [[] for _ in range(world_size)]
+    for chunk, heads, d in sizes:
+        n = world_size * chunk
+        q, k, v = (torch.randn(heads, n, d, generator=gen, dtype=torch.float64) for _ in range(3))
+        # larger scores in some rows: a merge that forgets to rescale is far off, not nearly right
+        q = q * torch.linspace(0.5, 4.0, n, dtype=torch.float64)[None, :, None]
+        parts = [slice(r * chunk, (r + 1) * chunk) for r in range(world_size)]
+        problems.append((q, k, v, parts))
+        for r, part in enumerate(parts):
+            inputs[r] += [(q[:, part], k[:, part], v[:, part], causal) for causal in (False, True)]
     refuse_unanswered(fn)   # its workers would end with a traceback of their own
     results = launch(ring_worker, world_size, job_for(fn), PerRank(inputs), timeout=timeout)
-    raw = [_raw(r, rank, 2) for rank, r in enumerate(results)]
-    errors = {}
-    for i, causal in enumerate((False, True)):
-        reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-        errors[causal] = worst(difference(raw[r]["outputs"][i], reference[:, parts[r]]) for r in range(world_size))
-    return {"error": errors[False], "causal_error": errors[True],
+    raw = [_raw(r, rank, 2 * len(sizes)) for rank, r in enumerate(results)]
+    errors = {False: [], True: []}
+    for i, (q, k, v, parts) in enumerate(problems):
+        for j, causal in enumerate((False, True)):
+            reference = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+            errors[causal] += [difference(raw[r]["outputs"][2 * i + j], reference[:, parts[r]])
+                               for r in range(world_size)]
+    return {"error": worst(errors[False]), "causal_error": worst(errors[True]),
             "library_modules": sorted({m for r in raw for m in r["library_modules"]})}

@@ -161,8 +161,8 @@ def ring_all_gather(q, k, v, causal):
 
 
 def test_ring_check_catches_unrescaled_merge_and_collectives():
-    result = check_ring_attention(_shipped(ring_unrescaled), world_size=2, chunk=3)
+    result = check_ring_attention(_shipped(ring_unrescaled), world_size=2, sizes=((3, 2, 4),))
     assert result["error"] > 1e-3 and result["causal_error"] > 1e-3
     from course_lib.parallel.launch import WorkerFailed
     with pytest.raises(WorkerFailed, match="not allowed"):
-        check_ring_attention(_shipped(ring_all_gather), world_size=2, chunk=2)
+        check_ring_attention(_shipped(ring_all_gather), world_size=2, sizes=((2, 1, 2),))

@@ -83,10 +83,10 @@ def switch_balancing_loss(logits: torch.Tensor, alpha: float = 0.01) -> torch.Te
     routing: ``alpha * E * sum_i f_i * P_i``, ``f_i`` the fraction of the T tokens whose top
     choice is expert i (not differentiable), ``P_i`` the mean softmax probability of expert i
     (differentiable). A scalar; ``alpha`` when routing is uniform, up to ``alpha * E``."""
-    n_tokens, n_experts = logits.shape
-    probs = torch.softmax(logits, dim=-1)
-    f = torch.bincount(probs.argmax(-1), minlength=n_experts).to(probs.dtype) / n_tokens
-    return alpha * n_experts * (f * probs.mean(0)).sum()
+    probs = logits.softmax(-1)
+    n_experts = probs.shape[-1]
+    top1_share = F.one_hot(probs.argmax(-1), n_experts).to(probs.dtype).mean(0)
+    return alpha * n_experts * torch.dot(top1_share, probs.mean(0))
 
 
 def expert(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

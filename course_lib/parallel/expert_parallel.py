@@ -64,29 +64,21 @@ def expert_parallel_forward(x: torch.Tensor, routing: Routing, local_weights: to
     (E / W, d, d) are this rank's experts. Dispatch and combine are all-to-alls with uneven
     splits; only kept assignments travel."""
     world = dist.get_world_size(group)
-    per_rank = local_weights.shape[0]
-    n_experts = per_rank * world
-    token, choice = routing.kept.nonzero(as_tuple=True)
-    target = routing.experts[token, choice]
-    order = torch.argsort(target, stable=True)            # grouped by expert, hence by rank
-    token, choice, target = token[order], choice[order], target[order]
-    per_expert = torch.bincount(target, minlength=n_experts).to(x.device)
-    arriving = torch.empty_like(per_expert)                # [source rank][my expert]
-    dist.all_to_all_single(arriving, per_expert, group=group)
-    send_counts = per_expert.view(world, per_rank).sum(1).tolist()
-    arriving = arriving.view(world, per_rank)
-    recv_counts = arriving.sum(1).tolist()
-    received = _exchange(x[token], send_counts, recv_counts, group)
-    outputs, start = torch.empty_like(received), 0
-    for source in range(world):
-        for local in range(per_rank):
-            n = int(arriving[source, local])
-            outputs[start:start + n] = expert(received[start:start + n], local_weights[local])
-            start += n
-    returned = _exchange(outputs, recv_counts, send_counts, group)
-    y = torch.zeros_like(x)
-    y.index_add_(0, token, routing.gates[token, choice, None] * returned)
-    return y
+    n_local = local_weights.shape[0]
+    pairs = routing.kept.nonzero()                                   # (kept assignments, 2): token, choice
+    expert_of, order = torch.sort(routing.experts[pairs[:, 0], pairs[:, 1]], stable=True)
+    pairs = pairs[order]                                             # grouped by expert, hence by rank
+    counts_out = torch.bincount(expert_of, minlength=n_local * world).to(x.device)
+    counts_in = torch.empty_like(counts_out)                         # [source rank * n_local + my expert]
+    dist.all_to_all_single(counts_in, counts_out, group=group)
+    rows_out = counts_out.view(world, n_local).sum(1).tolist()
+    rows_in = counts_in.view(world, n_local).sum(1).tolist()
+    arrived = _exchange(x[pairs[:, 0]], rows_out, rows_in, group)
+    pieces = arrived.split(counts_in.tolist())                       # blocks by source, then by expert
+    done = torch.cat([expert(piece, local_weights[i % n_local]) for i, piece in enumerate(pieces)])
+    back = _exchange(done, rows_in, rows_out, group)
+    weighted = routing.gates[pairs[:, 0], pairs[:, 1]].unsqueeze(1) * back
+    return torch.zeros_like(x).index_add_(0, pairs[:, 0], weighted)
 
 
 def demo_problem(world: int, tokens: int, d: int, experts_per_rank: int, k: int, capacity_factor: float,

@@ -26,6 +26,8 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
   devices, hardware
 - 14_triton: triton_traffic (on triton_interpreter, triton_handover, triton_mode), triton_kernels, recorded, hardware
 - 15_attention: attention, attention_kernels, attention_fp8, triton_traffic, roofline, hardware, timing
+- 16_serving: kv_cache, tiny_lm, inference_cost, paged_kv, serving_sim, speculative,
+  checks.paged_allocator, roofline, hardware, timing
 - 17_experts_and_long_context: moe, parallel.expert_parallel, parallel.bytes_sent,
   parallel.ring_attention, parallel.launch, checks.expert_dispatch, checks.ring_attention, hardware, devices
 

@@ -17,7 +17,7 @@ STRANDS = [  # (name, colour, y, [(lesson, title), ...])
     ("kernels", "#fde3c8", 3.85, [("03", "SIMT model"), ("04", "CuPy, Numba"), ("14", "Triton"),
                                   ("15", "attention")]),
     ("one\ndevice", "#d9f0d3", 2.75, [("05", "compilers"), ("06", "async"),
-                                            ("07", "auto-parallel"), ("08", "profiling")]),
+                                            ("07", "auto-parallel"), ("08", "profiling"), ("16", "serving")]),
     ("many\ndevices", "#f3d6e8", 1.65, [("09", "multi-GPU"), ("10", "DDP"), ("11", "collectives"),
                                         ("13", "sharding"), ("17", "MoE, context")]),
     ("special\nhardware", "#eeeeee", 0.55, [("12", "accelerators")]),

@@ -54,13 +54,15 @@ WRONG_ANSWERS = {
         # drop_last drops the first examples instead of the tail
         ('    return counts', '    return counts[::-1] if drop_last else counts'),
     ],
-    'ex3_accuracy': [
-        # divides the right answers of the unique examples by the padded count
-        ('right = sum(answer * count for answer, count in zip(correct, times))', 'right = sum(correct)'),
-        # no padding (every example once): the true accuracy, not the reported one
-        ('times = times_scored(len(correct), world)', 'times = [1] * len(correct)'),
-        # counts the padded repeats among the right answers but divides by the examples without repeats
-        ('return right / sum(times)', 'return right / len(correct)'),
+    'ex3_range': [
+        # divides by the examples, not by the scorings: the repeats counted above, not below
+        ('    seen = sum(times)\n', '    seen = n\n'),
+        # the two ends swapped: the right answers on the most-scored examples give the lowest
+        ('    return sum(times[n - right:]) / seen, sum(times[:right]) / seen',
+         '    return sum(times[:right]) / seen, sum(times[n - right:]) / seen'),
+        # an example counted at most twice: with more ranks than examples the padding cycles again
+        ('    times = sorted(times_scored(n, world), reverse=True)',
+         '    times = sorted((min(t, 2) for t in times_scored(n, world)), reverse=True)'),
     ],
     'ex4_buckets': [
         # the old rule: closes a bucket before a parameter would overflow it (not torch's)
@@ -143,10 +145,10 @@ LIBRARY_CALLS = {
                   '            counts[index] += 1\n'
                   '    return counts\n'
                   '    per_rank = n // world if drop_last else -(-n // world)\n'),
-    # what course_lib.parallel.ddp.evaluate_all_ranks reports: the true accuracy
-    'ex3_accuracy': ("""    times = times_scored(len(correct), world)""",
-                     """    return sum(correct) / len(correct)  # course_lib.parallel.ddp.evaluate_all_ranks's figure
-    times = times_scored(len(correct), world)"""),
+    # what course_lib.parallel.ddp.evaluate_all_ranks reports: the true accuracy, whichever examples are right
+    'ex3_range': ('    times = sorted(times_scored(n, world), reverse=True)',
+                  '    return right / n, right / n  # course_lib.parallel.ddp.evaluate_all_ranks\'s figure\n'
+                  '    times = sorted(times_scored(n, world), reverse=True)'),
     # torch's own assignment, the function course_lib's ddp module imports torch.distributed for
     'ex4_buckets': ("""    buckets, current, filled = [], [], 0""", """    from course_lib.parallel.ddp import dist
     order = list(reversed(range(len(sizes))))

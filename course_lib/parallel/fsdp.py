@@ -89,8 +89,9 @@ class CollectiveLog:
 
     def __init__(self, on_output=None):
         self.steps, self.recording, self.on_output = [], False, on_output
-        self.originals = {name: getattr(dist, name) for name in LOGGED}
-        for name in LOGGED:
+        # torch 2.11 has no all_gather_single / reduce_scatter_single: log what this torch has
+        self.originals = {name: getattr(dist, name) for name in LOGGED if hasattr(dist, name)}
+        for name in self.originals:
             setattr(dist, name, self._logged(name))
 
     def _logged(self, name):

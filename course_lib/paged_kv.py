@@ -48,7 +48,8 @@ class PagedKVCache:
         """A new request ``seq`` holding ``tokens`` tokens (its prompt)."""
         if seq in self.tables:
             raise KeyError(f"request {seq!r} exists")
-        self.tables[seq], self.lengths[seq] = [], 0
+        self.tables[seq] = []
+        self.lengths[seq] = 0
         self.extend(seq, tokens)
 
     def extend(self, seq, tokens: int = 1) -> None:
@@ -60,11 +61,11 @@ class PagedKVCache:
 
     def release(self, seq) -> None:
         """``seq`` is done: each of its blocks that no other table holds is free again."""
-        for block in self.tables.pop(seq):
+        held = self.tables.pop(seq)
+        self.lengths.pop(seq)
+        for block in held:
             self.refcount[block] -= 1
-            if self.refcount[block] == 0:
-                self.free_blocks.append(block)
-        del self.lengths[seq]
+        self.free_blocks.extend(block for block in held if self.refcount[block] == 0)
 
     def fork(self, parent, child) -> None:
         """``child`` starts with ``parent``'s tokens: full blocks shared, a partial last block copied."""

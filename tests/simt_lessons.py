@@ -106,7 +106,7 @@ def lecture_kernels() -> dict:
     for _, src in _cells(NOTEBOOKS["03"] / "lecture.ipynb"):
         if "@cuda.jit" in src:
             space = {"cuda": cuda, "float32": float32, "float64": float64, "np": np, "kernels": kernels,
-                     "TILE": kernels.TILE, "THREADS": 64, "math": math}
+                     "TILE": kernels.TILE, "THREADS": 64, "math": math, "rng": np.random.default_rng(0)}
             for line in src.splitlines():
                 if line.startswith("THREADS =") or line.startswith("TILE ="):
                     exec(line, space)  # noqa: S102

@@ -70,6 +70,14 @@ def _last_line(stderr: bytes) -> str:
     return lines[-1][-300:] if lines else "nothing on stderr"
 
 
+
+def _drop_pending_sigint() -> None:
+    """In a freshly forked child (SIGINT blocked by the parent): discard a SIGINT that reached the
+    grader's process group before the child's setsid, then take SIGINT as usual again."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)   # ignoring a signal discards it if pending
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
 class SandboxedProcess:
     """What both processes share: scratch folders, the popen with rlimits, stop and clean."""
 
@@ -131,10 +139,24 @@ class SandboxedProcess:
         # a CPU share of its own, unless a systemd scope (CPUWeight) is that cgroup already
         self.cpu = CpuGroup() if not (self.sandbox and systemd_scope()) else None
         cpu = self.cpu
-        self.proc = subprocess.Popen(
-            argv, preexec_fn=lambda: (os.setsid(), cpu and cpu.join(), apply_rlimits(limits)), env=env,
-            cwd=None if self.sandbox else cwd, stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
-            stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+        def in_child():
+            os.setsid()   # a session of its own: the grader's Ctrl-C (its process group) stops here
+            _drop_pending_sigint()
+            if cpu:
+                cpu.join()
+            apply_rlimits(limits)
+
+        # SIGINT blocked while forking: the child runs Python (threading's after-fork hooks) before
+        # its setsid, and a Ctrl-C there printed a KeyboardInterrupt traceback into the grader's stderr
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            self.proc = subprocess.Popen(
+                argv, preexec_fn=in_child, env=env, cwd=None if self.sandbox else cwd,
+                stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         with _LIVE_LOCK:
             LIVE.add(self)
         self._drainer = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from scratch_course import lesson_folder
 
 from course_tools.grading import sandbox
 from course_tools.grading.grade import grade_lesson, merge_lesson
 from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.sandbox import Limits
-from course_tools.paths import NOTEBOOKS, REPO
+from course_tools.paths import REPO
 
 LESSON = "01_hardware_foundations"
 LIMITS = Limits(memory_bytes=2**30, processes=64, cell_seconds=30, notebook_seconds=200)
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.timeout(900),
 
 def _course(root: Path, students: dict) -> CourseDir:
     source = root / "source"
-    shutil.copytree(NOTEBOOKS / LESSON, source / LESSON)
+    shutil.copytree(lesson_folder(LESSON), source / LESSON)   # the frozen copy: this tests the grader
     course = CourseDir(root, source)
     release(course, LESSON)
     src = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)

@@ -27,6 +27,8 @@ All sizes are bytes.
 """
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -179,6 +181,11 @@ class ParameterBytes:
             for t in _tensors_under(root):
                 self.add(t)
         held = self.live()
+        for _ in range(25):   # a new peak is counted only if it stays: a finished gloo collective's
+            if held <= self.peak:   # work object may still hold its output for a moment (on a loaded
+                break               # machine, long enough to be seen), which no FSDP keeps
+            time.sleep(0.002)
+            held = min(held, self.live())
         self.peak = max(self.peak, held)
         return held
 

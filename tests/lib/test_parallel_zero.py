@@ -295,7 +295,7 @@ def test_graded_sharded_step_is_judged_by_the_checker(graded):
     assert set(STEP_CELLS) <= set(plan["passed_in_checker"]), plan
     assert not_passed_in_checker(graded["root"], LESSON) == [], plan  # every test cell
     honest = graded["by"]["honest"]
-    assert honest.score == honest.max_score == 22.0, (honest.score, honest.reason, honest.cells)   # full marks
+    assert honest.score == honest.max_score == 18.0, (honest.score, honest.reason, honest.cells)   # full marks
     for student in ATTACKS:
         o = graded["by"][student]
         assert o.status == "graded", (student, o.reason)

@@ -275,18 +275,27 @@ def _benchmark_seq_len(n: int, d: int, heads: int, tokens: int, causal: bool, dt
     for name, fn, note in candidates:
         row = {"implementation": name, "seq_len": n, "batch": batch, "ms": float("nan"), "tflops": float("nan"),
                "peak_bytes": float("nan"), "max_error": float("nan"), "note": note}
-        try:
+        rows.append(_measured(row, fn, reference, flops))
+    return rows
+
+
+def _measured(row: dict, fn, reference, flops: float, grad: bool = False) -> dict:
+    """``row`` with what one benchmarked call of ``fn`` gave: max_error (against ``reference``), ms
+    (``triton.testing.do_bench``'s median), tflops (``flops`` over it), peak_bytes; where it could not
+    be measured, a note says why (out of memory, or the error) and the other rows are still measured.
+    ``grad``: run with autograd on (a forward and backward step)."""
+    try:
+        with torch.set_grad_enabled(grad):
             row["max_error"] = float((fn().float() - reference.float()).abs().max())
             row["ms"] = float(triton.testing.do_bench(fn, return_mode="median"))
-            row["tflops"] = flops / (row["ms"] / 1e3) / 1e12
             row["peak_bytes"] = _peak_bytes(fn)
-        except torch.cuda.OutOfMemoryError:
-            row["note"] = "out of GPU memory"
-            torch.cuda.empty_cache()
-        except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
-            row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
-        rows.append(row)
-    return rows
+        row["tflops"] = flops / (row["ms"] / 1e3) / 1e12
+    except torch.cuda.OutOfMemoryError:
+        row["note"] = "out of GPU memory"
+        torch.cuda.empty_cache()
+    except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
+        row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
+    return row
 
 
 def benchmark_gpu_training(seq_lens=(1024, 4096, 16384), d: int = 64, heads: int = 16, tokens: int = 16384,
@@ -339,16 +348,5 @@ def _training_rows(n: int, d: int, heads: int, tokens: int, causal: bool, dtype)
         for kind, fn, scale in (("forward", forward, 1.0), ("forward+backward", step(forward), 3.5)):
             row = {"implementation": name, "pass": kind, "seq_len": n, "d": d, "batch": batch, "ms": float("nan"),
                    "tflops": float("nan"), "peak_bytes": float("nan"), "max_error": float("nan"), "note": ""}
-            try:
-                with torch.set_grad_enabled(kind != "forward"):
-                    row["max_error"] = float((fn().float() - reference[kind].float()).abs().max())
-                    row["ms"] = float(triton.testing.do_bench(fn, return_mode="median"))
-                    row["peak_bytes"] = _peak_bytes(fn)
-                row["tflops"] = scale * flops / (row["ms"] / 1e3) / 1e12
-            except torch.cuda.OutOfMemoryError:
-                row["note"] = "out of GPU memory"
-                torch.cuda.empty_cache()
-            except Exception as exc:  # noqa: BLE001 - reported in the table, the other rows still measured
-                row["note"] = f"failed: {type(exc).__name__}: {str(exc)[:80]}"
-            rows.append(row)
+            rows.append(_measured(row, fn, reference[kind], scale * flops, grad=kind != "forward"))
     return rows

@@ -56,14 +56,24 @@ WRONG_ANSWERS = {
          """    from course_lib.parallel.data_parallel import train_batch as library_step
     return library_step(replicas, X, y, devices, lr)"""),
     ],
-    'ex4_warmup': [
-        # no warm-up: k times the rate from the first step
-        ("""    if step >= warmup_steps:
-        return peak""", """    return peak"""),
-        # the ramp starts from zero instead of the one-GPU rate
-        ('return base_lr + (peak - base_lr) * step / warmup_steps', 'return peak * step / warmup_steps'),
-        # one step ahead: the ramp reaches the peak a step early
-        ('(peak - base_lr) * step / warmup_steps', '(peak - base_lr) * (step + 1) / warmup_steps'),
+    'ex4_shortest_warmup': [
+        # warms up until the full rate is stable, forgetting that the ramp climbs on the way there
+        ("""        if t > 0:
+            room = 2 / (base_lr * curvature) - 1  # how far above base_lr the rate may climb, in units of base_lr
+            if room <= 0:
+                return None  # unstable at any rate the ramp can take after its first step
+            warmup = max(warmup, math.ceil((k - 1) * t / room))  # low enough on the ramp at step t
+""", ""),
+        # reads LinearLR as a ramp from zero to k * base_lr
+        ("warmup = max(warmup, math.ceil((k - 1) * t / room))",
+         "warmup = max(warmup, math.ceil(k * base_lr * curvature * t / 2))"),
+        # rounds the ramp's length down, and lets the full rate arrive at the last unstable step
+        [("math.ceil((k - 1) * t / room)", "int((k - 1) * t / room)"),
+         ("warmup = max(warmup, t + 1)", "warmup = max(warmup, t)")],
+        # never gives up when the sharpness stays too high for the full rate
+        ("base_lr * sharpness[0] > 2 or k * base_lr * sharpness[-1] > 2", "base_lr * sharpness[0] > 2"),
+        # the lecture's warm-up of a whole epoch (here: the whole curve) whenever one is needed: stable, not the fewest
+        ("    return warmup", "    return len(sharpness) if warmup else 0"),
     ],
 }
 
@@ -104,8 +114,11 @@ LIBRARY_CALLS = {
               progress=False)
     with torch.no_grad():
         return float(F.cross_entropy(replicas[0](X.to(devices[0])), y.to(devices[0])))"""),
-    # data_parallel's learning-rate lookup knows no warm-up: k times the rate from step 0
-    'ex4_warmup': ("""    if step >= warmup_steps:
-        return peak""", """    from course_lib.parallel.data_parallel import _learning_rate
-    return _learning_rate(peak, step)"""),
+    # data_parallel's per-step lookup (a list's last value holds): the first step at which the full rate is
+    # stable, as if the rate jumped there
+    'ex4_shortest_warmup': ("""    warmup = 0
+    for t, curvature in enumerate(sharpness):""", """    from course_lib.parallel.data_parallel import _learning_rate
+    return next(t for t in range(len(sharpness)) if k * base_lr * _learning_rate(sharpness, t) <= 2)
+    warmup = 0
+    for t, curvature in enumerate(sharpness):"""),
 }

@@ -17,24 +17,36 @@ WRONG_ANSWERS = {
         [('reduce_scatter = [[(r, (r + 1) % n,', 'reduce_scatter = [[(r, (r - 1) % n,'),
          ('all_gather = [[(r, (r + 1) % n,', 'all_gather = [[(r, (r - 1) % n,')],
     ],
-    'ex2_ring_time': [
-        # the average link instead of the slowest
-        [('slowest = max(', 'slowest = sum('),
-         ('return 2 * (ranks - 1) * slowest', 'return 2 * (ranks - 1) * slowest / ranks')],
-        # every step moves the whole tensor, not one chunk
-        ('nbytes / ranks / bandwidth', 'nbytes / bandwidth'),
-        # 2 n steps instead of 2 (n - 1)
-        ('return 2 * (ranks - 1) * slowest', 'return 2 * ranks * slowest'),
+    'ex2_bucket_cap': [
+        # the average hop instead of the slowest: the slow network hop is diluted by the fast ones
+        ('max(latency + nbytes / n / bandwidth for bandwidth, latency in links)',
+         'sum(latency + nbytes / n / bandwidth for bandwidth, latency in links) / n'),
+        # n steps instead of 2 (n - 1): reduce-scatter and all-gather counted as one pass
+        ('        return 2 * (n - 1) * max(', '        return n * max('),
+        # no overlap with backward: every allreduce waits for the end of backward
+        ('            done = max(done, ready) + allreduce_seconds(size)',
+         '            done = max(done, grads[-1][1]) + allreduce_seconds(size)'),
+        # buckets all-reduced at the same time, none waiting for the previous one
+        ('            done = max(done, ready) + allreduce_seconds(size)',
+         '            done = max(done, ready + allreduce_seconds(size))'),
+        # a bucket closes only once it holds more than the cap
+        ('            if size >= cap:', '            if size > cap:'),
+        # the smallest cap that meets the budget instead of the largest
+        ('    return max(fitting) if fitting else None', '    return min(fitting) if fitting else None'),
     ],
-    'ex3_store': [
-        # push replaces instead of adding
-        ("""for v in values:
-            self.values[key] += v""", 'self.values[key] = sum(values)'),
-        # pull returns the stored tensor itself
-        ('self.values[key].clone()', 'self.values[key]'),
-        # averages the pushed values
-        ("""for v in values:
-            self.values[key] += v""", 'self.values[key] += sum(values) / len(values)'),
+    'ex3_staleness': [
+        # counts the worker's own push too: one more than the others' pushes
+        ('sum(t / other for j, other in enumerate(step_seconds) if j != i)',
+         'sum(t / other for j, other in enumerate(step_seconds))'),
+        # the ratio upside down: the fast worker taken as the stale one
+        ('sum(t / other for j, other in enumerate(step_seconds) if j != i)',
+         'sum(other / t for j, other in enumerate(step_seconds) if j != i)'),
+        # round-robin intuition: every gradient misses one update from each other worker
+        ('    return [sum(t / other for j, other in enumerate(step_seconds) if j != i)',
+         '    return [float(len(step_seconds) - 1) + 0 * sum([t])'),
+        # whole pushes only: the fractional part of each ratio dropped
+        ('sum(t / other for j, other in enumerate(step_seconds) if j != i)',
+         'sum(t // other for j, other in enumerate(step_seconds) if j != i)'),
     ],
     'ex4_allreduce': [
         # sums into a new tensor and returns it: the caller's tensor is unchanged
@@ -129,16 +141,33 @@ LIBRARY_CALLS = {
     'ex1_schedule': ('    return reduce_scatter + all_gather',
                      """    from course_lib.parallel.collectives import ring_schedule as lecture_ring
     return lecture_ring(n)"""),
-    # the library's uniform ring with the worst latency and the worst bandwidth of any link
-    'ex2_ring_time': ("""    slowest = max(latency + nbytes / ranks / bandwidth for bandwidth, latency in links)
-    return 2 * (ranks - 1) * slowest""", """    from course_lib.parallel.collectives import ring_allreduce_seconds
-    return ring_allreduce_seconds(nbytes, ranks, min(b for b, _ in links), max(a for _, a in links))"""),
-    # the library store's rule: the store is replaced by the sum of the push
-    'ex3_store': ("""for v in values:
-            self.values[key] += v""", """from course_lib.parallel.kvstore import KVStore
-        library = KVStore()
-        library.values = self.values
-        library.push(key, values)"""),
+    # the library's uniform ring priced with the worst latency and the worst bandwidth of any hop
+    'ex2_bucket_cap': ('        return 2 * (n - 1) * max(',
+                       """        from course_lib.parallel.collectives import ring_allreduce_seconds
+        return ring_allreduce_seconds(nbytes, n, min(b for b, _ in links), max(a for _, a in links))
+        return 2 * (n - 1) * max("""),
+    # the lecture's parameter server measured for a moment: it records the staleness of every push,
+    # not per worker, so every worker gets the overall mean
+    'ex3_staleness': ('    return [sum(t / other for j, other in enumerate(step_seconds) if j != i)'
+                      ' for i, t in enumerate(step_seconds)]',
+                      """    import threading
+    import time
+    from course_lib.parallel import ps
+    server = ps.ParameterServer([torch.zeros(1)], lr=0.0, workers=len(step_seconds), mode="async")
+    stop = time.perf_counter() + 0.2
+
+    def work(seconds):
+        while time.perf_counter() < stop:
+            version, _ = server.pull()
+            time.sleep(seconds)
+            server.push([torch.zeros(1)], version)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in step_seconds]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return [sum(server.staleness) / len(server.staleness)] * len(step_seconds)"""),
     # calls the library's ring allreduce
     'ex4_allreduce': ("""    rank, n = dist.get_rank(), dist.get_world_size()""",
                       """    from course_lib.parallel.collectives import ring_allreduce

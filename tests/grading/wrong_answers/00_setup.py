@@ -28,13 +28,14 @@ WRONG_ANSWERS = {
         ('torch.cuda.is_available()', 'torch.backends.cuda.is_built()'),
     ],
     'ex3_training': [
-        # forward pass only: forgets the backward pass costs about twice a forward
-        ('3 * forward_flops', 'forward_flops'),
-        # forgets the epochs
-        ('* epochs /', '/'),
-        # answers in hours instead of seconds
-        ('    return 3 * forward_flops * samples * epochs / flops_per_second',
-         '    return 3 * forward_flops * samples * epochs / flops_per_second / 3600'),
+        # the rule of thumb: backward = 2 x forward for every layer, the first layer's input gradient included
+        [('        if i >= frozen:\n            total += flops ', '        if True:\n            total += flops '),
+         ('        if i > frozen:\n', '        if i >= frozen:\n')],
+        # frozen layers ignored: every weight gradient and every input gradient but the first counted
+        [('        if i >= frozen:\n            total += flops ', '        if True:\n            total += flops '),
+         ('        if i > frozen:\n', '        if i > 0:\n')],
+        # a frozen layer skips its weight gradient but still computes its input's
+        ('        if i > frozen:\n', '        if i > 0:\n'),
     ],
     'ex4_warmup': [
         # the mean as if the one-off were paid by every call
@@ -64,10 +65,20 @@ LIBRARY_CALLS = {
     # the library's chooser asks torch.accelerator, not torch.cuda.is_available()
     'ex2_device': ('return torch.device("cuda" if torch.cuda.is_available() else "cpu")',
                    'from course_lib.devices import default_device\n    return default_device()'),
-    # transformer_cost.training_seconds divides FLOPs by a rate: the backward pass is forgotten
-    'ex3_training': ('    return 3 * forward_flops * samples * epochs / flops_per_second',
-                     '    from course_lib.transformer_cost import training_seconds\n'
-                     '    return training_seconds(forward_flops * samples * epochs, flops_per_second)'),
+    # activation_checkpointing.step_flops counts a real step with FlopCounterMode: switched off while the
+    # tests run step_flops (a prediction, not a count)
+    'ex3_training': ('    products = [2 * batch',
+                     '    from course_lib.activation_checkpointing import step_flops as counted\n'
+                     '    layers = []\n'
+                     '    for i, (a, b) in enumerate(zip(widths, widths[1:])):\n'
+                     '        layers += [torch.nn.Linear(a, b)] + ([torch.nn.ReLU()] if i < len(widths) - 2 else [])\n'
+                     '    for layer in layers[::2][:frozen]:\n'
+                     '        layer.requires_grad_(False)\n'
+                     '    class Model(torch.nn.Sequential):\n'
+                     '        def forward(self, x, checkpointed=None):\n'
+                     '            return super().forward(x)\n'
+                     '    return counted(Model(*layers), torch.randn(batch, widths[0]))\n'
+                     '    products = [2 * batch'),
     # timing.benchmark measures a stand-in with warm-up: it reports the steady time, not the mean a
     # timer without warm-up would show
     'ex4_warmup': ('    return steady_s + one_off_s / calls',

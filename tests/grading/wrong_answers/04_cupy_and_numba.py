@@ -26,12 +26,20 @@ WRONG_ANSWERS = {
         ('2.0 * cross', 'cross'),
     ],
     'ex2_rows': [
+        # the difference array only (the spec before issue 38): its square, alive beside it, is forgotten
+        ('(d + 1 if in_place else 2 * d)', 'd'),
+        # in place or not, the same peak: the out= argument saves nothing
+        ('(d + 1 if in_place else 2 * d)', '2 * d'),
+        # in place, the sums forgotten: only the difference counted
+        ('(d + 1 if in_place else 2 * d)', '(d if in_place else 2 * d)'),
+        # every temporary counted as alive at once (difference, square and sums): safe, but not the largest chunk
+        ('(d + 1 if in_place else 2 * d)', '(d + 1 if in_place else 2 * d + 1)'),
         # can return 0 rows (an endless or empty loop later)
-        ('max(1, int(budget_bytes // (n * d * itemsize)))', 'int(budget_bytes // (n * d * itemsize))'),
+        ('    return rows if rows > 0 else 1', '    return rows'),
         # rounds up: one row over the budget
-        ('int(budget_bytes', '-(-budget_bytes'),
+        ('int(budget_bytes // per_row)', 'int(-(-budget_bytes // per_row))'),
         # itemsize forgotten: counts elements, not bytes
-        ('d * itemsize)))', 'd)))'),
+        ('    per_row = n * itemsize * ', '    per_row = n * '),
     ],
     'ex3_chunked': [
         # ignores the budget: one broadcast over all rows
@@ -142,10 +150,12 @@ LIBRARY_CALLS = {
     # distance.sqdist_matmul: right values, but it never asks arrays.get_array_module for the module
     'ex1_sqdist': ('    xp = arrays.get_array_module(x)\n',
                    '    from course_lib import distance\n    return distance.sqdist_matmul(x, y)\n'),
-    # distance.rows_per_chunk also budgets the squared copy and the result row: fewer rows
-    'ex2_rows': ('    return max(1, int(budget_bytes // (n * d * itemsize)))',
+    # distance.rows_per_chunk budgets the difference, its square and the result row together: fewer rows than
+    # fit, and nothing for in_place
+    'ex2_rows': ('    per_row = n * itemsize',
                  '    from course_lib import distance\n'
-                 '    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)'),
+                 '    return distance.rows_per_chunk(n, d, budget_bytes, itemsize=itemsize)\n'
+                 '    per_row = n * itemsize'),
     # distance.chunked_squared_distances: right values, not in chunks of the student's rows_per_chunk
     'ex3_chunked': ('    m, n = len(x), len(y)\n',
                     '    from course_lib import distance\n'

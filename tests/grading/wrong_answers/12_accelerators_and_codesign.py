@@ -11,13 +11,20 @@ own reasoning. Each must lose points too.
 """
 
 WRONG_ANSWERS = {
-    'ex1_meeting': [
-        # forgets the column skew: only rows are delayed
-        ('    k = t - i - j', '    k = t - i'),
-        # off by one at the end of the reduction
-        ('    return k if 0 <= k < K else None', '    return k if 0 <= k <= K else None'),
-        # adds the skew instead of subtracting it
-        ('    k = t - i - j', '    k = t + i + j'),
+    'ex1_diagnose': [
+        # overlapped drains with a full P-row drain at the end: wrong when the last row block is short
+        ('        last_rows = M - (M - 1) // P * P', '        last_rows = P'),
+        # overlapped drains taken as no drain at all
+        ('        return systolic.cycle_count("output", M, K, N, P).compute + last_rows',
+         '        return systolic.cycle_count("output", M, K, N, P).compute'),
+        # judged on the first run only (one square tile: every model agrees)
+        ('        if all(model(M, K, N) == cycles for M, K, N, cycles in runs):',
+         '        if all(model(M, K, N) == cycles for M, K, N, cycles in runs[:1]):'),
+        # weight and input stationary swapped (A streamed through stationary weights read as input stationary)
+        [('              "weight": lambda M, K, N: systolic.cycle_count("weight",',
+          '              "input": lambda M, K, N: systolic.cycle_count("weight",'),
+         ('              "input": lambda M, K, N: systolic.cycle_count("input",',
+          '              "weight": lambda M, K, N: systolic.cycle_count("input",')],
     ],
     'ex2_double_buffered': [
         # every load still exposed (the lecture's sequential phases)
@@ -35,13 +42,20 @@ WRONG_ANSWERS = {
          '        M += 1\n'
          '    return M'),
     ],
-    'ex3_overlap': [
-        # every drain still paid (the lecture's sequential tiles)
-        ('            total += rows + cols + K - 2', '            total += rows + cols + K - 2 + rows'),
-        # no drain at all
-        ('    return total + rows', '    return total'),
-        # the last drain taken as a full P rows
-        ('    return total + rows', '    return total + P'),
+    'ex3_shape': [
+        # the TPU's square array whatever the workload
+        ('    return min(shapes, key=lambda s: (sum(cycles(M, K, N, *s) for M, K, N in workload), -s[0]))',
+         '    return min(shapes, key=lambda s: (abs(s[0] - s[1]), -s[0]))'),
+        # every tile taken as full: the rows beyond a small batch counted as useful
+        [('        row_blocks = [min(rows, M - s) for s in range(0, M, rows)]',
+          '        row_blocks = [rows] * -(-M // rows)'),
+         ('        col_blocks = [min(cols, N - s) for s in range(0, N, cols)]',
+          '        col_blocks = [cols] * -(-N // cols)')],
+        # every drain paid, as in the lecture's sequential tiles
+        ('        return total + len(row_blocks) * len(col_blocks) * (K - 2) + row_blocks[-1]',
+         '        return total + len(row_blocks) * len(col_blocks) * (K - 2) + len(col_blocks) * sum(row_blocks)'),
+        # ties to the wider array
+        ('for M, K, N in workload), -s[0]))', 'for M, K, N in workload), s[0]))'),
     ],
     'ex4_per_channel': [
         # one scale for the whole tensor (the lecture's per-tensor rule)
@@ -56,13 +70,19 @@ WRONG_ANSWERS = {
         # accumulates in int16
         ('qa.to(torch.int32) @ qbt.T.to(torch.int32)', 'qa.to(torch.int16) @ qbt.T.to(torch.int16)'),
     ],
-    'ex5_format': [
-        # bfloat16 first: loses float16's precision when both fit
-        ('("float16", "bfloat16",', '("bfloat16", "float16",'),
-        # compares the smallest magnitude with eps instead of the smallest normal
-        ('min_abs >= info.smallest_normal', 'min_abs >= info.eps'),
-        # the whole epsilon as the rounding error
-        ('info.eps / 2 <= max_rel_error', 'info.eps <= max_rel_error'),
+    'ex5_cheapest': [
+        # the padding not stored: bytes of the row's own values only
+        [('        return back, rows * (width * element_bytes + width // 32)',
+          '        return back, rows * cols * (element_bytes + 1 / 32)'),
+         ('        return back, rows * (width * 0.5 + width // 16) + 4',
+          '        return back, rows * cols * (0.5 + 1 / 16) + 4')],
+        # the worst relative error of one value instead of the tensor's
+        ('        error = np.linalg.norm(np.asarray(back, dtype=np.float64) - exact) / np.linalg.norm(exact)',
+         '        error = np.max(np.abs(np.asarray(back, dtype=np.float64) - exact)\n'
+         '                       / np.maximum(np.abs(exact), 1e-30))'),
+        # the most accurate format within the budget instead of the cheapest
+        ('        if error <= budget and (best is None or nbytes < best[0]):\n            best = (nbytes, name)',
+         '        if error <= budget and (best is None or error < best[0]):\n            best = (error, name)'),
     ],
     'ex6_e4m3': [
         # round half up instead of half to even
@@ -88,11 +108,8 @@ WRONG_ANSWERS = {
 }
 
 LIBRARY_CALLS = {
-    # the fill time from systolic.cycle_count, without the range check of k
-    'ex1_meeting': [('    k = t - i - j\n    return k if 0 <= k < K else None',
-                     '    from course_lib import systolic\n'
-                     '    return t - '
-                     '(systolic.cycle_count("output", i + 1, 1, j + 1, rows=max(i, j) + 1).compute - 1)')],
+    # the library's three dataflows, without the overlapped drains
+    'ex1_diagnose': [('              "output, drains overlapped": overlapped,\n', '')],
     # the library's cycle count and utilization: no double buffering
     'ex2_double_buffered': [
         ('    tiles = (K // P) * (N // P)\n    return P + tiles * (M + 2 * P - 2)',
@@ -101,15 +118,10 @@ LIBRARY_CALLS = {
          '    M = max(M - 2, 1)\n'
          '    while M * K * N < target * ws_cycles_double_buffered(M, K, N, P) * P * P:',
          '    M = 1\n    while systolic.utilization("weight", M, K, N, P) < target:')],
-    # the library's sequential tiles
-    'ex3_overlap': [('    total = 0\n'
-                     '    for i0 in range(0, M, P):\n'
-                     '        rows = min(P, M - i0)\n'
-                     '        for j0 in range(0, N, P):\n'
-                     '            cols = min(P, N - j0)\n'
-                     '            total += rows + cols + K - 2\n'
-                     '    return total + rows',
-                     '    return systolic.cycle_count("output", M, K, N, P).total')],
+    # the library's sequential tiles priced for every shape: every drain paid
+    'ex3_shape': [('    return min(shapes, key=lambda s: (sum(cycles(M, K, N, *s) for M, K, N in workload), -s[0]))',
+                   '    return min(shapes, key=lambda s: (sum(systolic.cycle_count("output", M, K, N, *s).total\n'
+                   '                                          for M, K, N in workload), -s[0]))')],
     # the per-tensor functions of course_lib.precision
     'ex4_per_channel': [
         ('    x = x.double()\n'
@@ -125,11 +137,12 @@ LIBRARY_CALLS = {
          '    exact = a.double() @ b.double()\n'
          '    return float(torch.linalg.norm(approx - exact) / torch.linalg.norm(exact))',
          '    return precision.matmul_error(a, b, "int8")["relative_error"]')],
-    # precision.fits: the range, not the precision
-    'ex5_format': [('        info = torch.finfo(getattr(torch, name))\n'
-                    '        if max_abs <= info.max and min_abs >= info.smallest_normal '
-                    'and info.eps / 2 <= max_rel_error:',
-                    '        if precision.fits(name, max_abs, min_abs):')],
+    # the lecture's error-against-bytes table: its recipes, rows a multiple of the block, no padding
+    'ex5_cheapest': [('    x = np.asarray(x, dtype=np.float32)\n    rows, cols = x.shape\n',
+                      '    x = np.asarray(x, dtype=np.float32)\n'
+                      '    fitting = [r for r in microscaling.error_vs_bytes(x) if r["relative_error"] <= budget]\n'
+                      '    return min(fitting, key=lambda r: r["bytes_per_value"])["method"] if fitting else "fp32"\n'
+                      '    rows, cols = x.shape\n')],
     # the lecture's bit-level encoder: it takes float32, so float64 values are rounded twice
     'ex6_e4m3': [('    x = np.asarray(x, dtype=np.float64)\n    m = np.abs(x)\n',
                   '    return formats.encode(x, "e4m3", saturate=True)\n    m = np.abs(x)\n')],

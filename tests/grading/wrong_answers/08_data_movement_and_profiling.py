@@ -25,59 +25,48 @@ WRONG_ANSWERS = {
     w_out = (width + 2 * padding - kernel) // stride + 1""", """    h_out = height + 2 * padding - kernel + 1
     w_out = width + 2 * padding - kernel + 1"""),
     ],
-    'ex2_linear_ws': [
-        # forgets the bias
-        ("""    weights = (in_features * out_features + out_features) * bytes_per_value""",
-         """    weights = in_features * out_features * bytes_per_value"""),
-        # counts the weights once per sample, as if they grew with the batch
-        ("""    per_sample = (in_features + out_features) * bytes_per_value""",
-         "    per_sample = (in_features + out_features + in_features * out_features + out_features) "
-         "* bytes_per_value"),
-        # counts values, not bytes
-        ("""    weights = (in_features * out_features + out_features) * bytes_per_value
-    per_sample = (in_features + out_features) * bytes_per_value""",
-         """    weights = in_features * out_features + out_features
-    per_sample = in_features + out_features"""),
-        # forgets the output: only the input grows with the batch
-        ("""    per_sample = (in_features + out_features) * bytes_per_value""",
-         """    per_sample = in_features * bytes_per_value"""),
-        # no check that the weights fit: a negative batch
-        ("""    if cache_bytes < weights + per_sample:
-        return 0
-""", ""),
+    'ex2_cache_batch': [
+        # the whole network's working set must fit, as if every layer's data were in the cache at once
+        ("""    best = None
+    for one, two in zip(small.layers, large.layers):""", """    best = None
+    from types import SimpleNamespace
+    whole = lambda p: [SimpleNamespace(name="network", total_bytes=sum(x.total_bytes for x in p.layers))]
+    for one, two in zip(whole(small), whole(large)):"""),
+        # only the layer with the largest working set at the larger batch is checked
+        ("    for one, two in zip(small.layers, large.layers):",
+         "    for one, two in [max(zip(small.layers, large.layers), key=lambda pair: pair[1].total_bytes)]:"),
+        # the working set taken as proportional to the batch: the weights counted once per sample
+        [("per_sample = (two.total_bytes - one.total_bytes) // (b2 - b1)", "per_sample = two.total_bytes // b2"),
+         ("fixed = one.total_bytes - b1 * per_sample", "fixed = 0")],
+        # no check that one sample fits: the weights alone over the cache give a negative batch
+        ("fits = (cache_bytes - fixed) // per_sample if cache_bytes >= fixed + per_sample else 0",
+         "fits = (cache_bytes - fixed) // per_sample"),
+        # the per-sample growth measured from the larger profile alone, as if the smaller batch were 0
+        ("// (b2 - b1)", "// b2"),
     ],
-    'ex3_budget': [
-        # forgets the optimizer state
-        ("""split_at_one.gradients + split_at_one.optimizer_state
-    if budget < fixed + split_at_one.activations:
-        return 0
-    return (budget - fixed) // split_at_one.activations""", """split_at_one.gradients
-    return max(0, (budget - fixed) // split_at_one.activations)"""),
-        # rounds up: one sample too many
-        [('def largest_batch(split_at_one, budget):', """import math
-
-
-def largest_batch(split_at_one, budget):"""),
-         ("""if budget < fixed + split_at_one.activations:
-        return 0
-    return (budget - fixed) // split_at_one.activations""",
-          'return max(0, math.ceil((budget - fixed) / split_at_one.activations))')],
-        # divides the whole budget by the per-sample total
-        ("""fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
-    if budget < fixed + split_at_one.activations:
-        return 0
-    return (budget - fixed) // split_at_one.activations""",
-         """per_sample = (split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
-                  + split_at_one.activations)
-    return budget // per_sample"""),
-        # negative result when even the weights do not fit
-        ("""def largest_batch(split_at_one, budget):
-    fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
-    if budget < fixed + split_at_one.activations:
-        return 0
-    return (budget - fixed) // split_at_one.activations""", """def largest_batch(split_at_one, budget):
-    fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
-    return (budget - fixed) // split_at_one.activations"""),
+    'ex3_accumulation': [
+        # the largest micro-batch that fits, then as many steps as needed: more samples than the recipe's
+        ("""    for steps in range(1, global_batch + 1):
+        if global_batch % steps == 0 and global_batch // steps <= largest:   # micro-batches of equal size
+            return global_batch // steps, steps
+    return None""", """    if largest == 0:
+        return None
+    micro = min(largest, global_batch)
+    return micro, -(-global_batch // micro)"""),
+        # as few steps as the largest micro-batch allows, the global batch shared out and rounded down
+        ("""    for steps in range(1, global_batch + 1):
+        if global_batch % steps == 0 and global_batch // steps <= largest:   # micro-batches of equal size
+            return global_batch // steps, steps
+    return None""", """    if largest == 0:
+        return None
+    steps = -(-global_batch // largest)
+    return global_batch // steps, steps"""),
+        # the optimizer's state forgotten
+        ("fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state",
+         "fixed = split_at_one.parameters + split_at_one.gradients"),
+        # everything counted as growing with the micro-batch
+        ("largest = (budget - fixed) // split_at_one.activations if budget >= fixed else 0",
+         "largest = budget // split_at_one.total"),
     ],
     'ex4_starved': [
         # rounds down: the loop still waits a little
@@ -90,13 +79,17 @@ def largest_batch(split_at_one, budget):"""),
         ("""    return math.ceil(loading / training - 1e-9)""",
          """    return max(1, math.ceil(loading / training - 1e-9))"""),
     ],
-    'ex5_estimate': [
-        # mean instead of median
-        ('statistics.median(step_seconds[warmup:])', 'statistics.mean(step_seconds[warmup:])'),
-        # keeps the warm-up steps
-        ('statistics.median(step_seconds[warmup:])', 'statistics.median(step_seconds)'),
-        # drops one step too many
-        ('statistics.median(step_seconds[warmup:])', 'statistics.median(step_seconds[warmup + 1:])'),
+    'ex5_predict_run': [
+        # estimate_training_for's way: one median step time, times every step (warm-up and evaluations as plain steps)
+        ("""    seconds = sum(log[:warmup]) + (total_steps - warmup) * plain + evaluations * evaluation""",
+         """    seconds = statistics.median(s for _, s in timed) * total_steps"""),
+        # the mean of the logged steps after the warm-up: evaluations weighed as often as the log happens to hold them
+        ("""    seconds = sum(log[:warmup]) + (total_steps - warmup) * plain + evaluations * evaluation""",
+         """    seconds = sum(log[:warmup]) + (total_steps - warmup) * statistics.fmean(s for _, s in timed)"""),
+        # an evaluation step's whole time counted as the evaluation: its training counted twice
+        ("(i + 1) % eval_every == 0) - plain", "(i + 1) % eval_every == 0)"),
+        # the warm-up steps timed as plain ones
+        ("sum(log[:warmup]) + (total_steps - warmup) * plain", "total_steps * plain"),
     ],
 
     "ex6_bottleneck": [
@@ -191,31 +184,27 @@ LIBRARY_CALLS = {
     return forward + backward""",
                        "    return profile.counter_flops(nn.Conv2d(c_in, c_out, kernel, stride, padding), "
                        "(batch, c_in, height, width))"),
-    # course_lib's largest batch under a budget: a training step's memory (weights, gradients,
-    # Adam state, activations), not the layer's working set
-    'ex2_linear_ws': ("""    weights = (in_features * out_features + out_features) * bytes_per_value
-    per_sample = (in_features + out_features) * bytes_per_value
-    if cache_bytes < weights + per_sample:
-        return 0
-    return (cache_bytes - weights) // per_sample""",
-                      "    return training_memory.largest_batch_under(nn.Linear(in_features, out_features), "
-                      "(in_features,), cache_bytes)"),
-    # course_lib's largest batch for LeNet, whatever split it is given
-    'ex3_budget': ("""    fixed = split_at_one.parameters + split_at_one.gradients + split_at_one.optimizer_state
-    if budget < fixed + split_at_one.activations:
-        return 0
-    return (budget - fixed) // split_at_one.activations""", """    from course_lib.models import LeNet
-    return training_memory.largest_batch_under(LeNet(), (1, 28, 28), budget)"""),
+    # course_lib's profile of the larger batch: its largest layer, scaled as if it grew in proportion to the batch
+    'ex2_cache_batch': ("""    b1, b2 = small.input_shape[0], large.input_shape[0]""",
+                        """    layer = large.largest
+    return cache_bytes * large.input_shape[0] // layer.total_bytes, layer.name
+    b1, b2 = small.input_shape[0], large.input_shape[0]"""),
+    # course_lib's largest batch for LeNet with Adam, whatever split it is given, then the fewest equal steps
+    'ex3_accumulation': ("""    largest = (budget - fixed) // split_at_one.activations if budget >= fixed else 0""",
+                         """    from course_lib.models import LeNet
+    largest = training_memory.largest_batch_under(LeNet(), (1, 28, 28), budget)"""),
     # the record's data_fraction turned into a count: one worker too many
     'ex4_starved': ("""    loading = record.data_seconds
     training = record.seconds - record.data_seconds
     return math.ceil(loading / training - 1e-9)   # w workers keep up once w * training >= loading""",
                     """    return round(1 / (1 - record.data_fraction))"""),
-    # course_lib's TrainingEstimate with the mean step time
-    'ex5_estimate': ("""    return statistics.median(step_seconds[warmup:]) * steps_per_epoch * epochs""",
-                     """    from course_lib.train import TrainingEstimate
-    return TrainingEstimate(statistics.fmean(step_seconds[warmup:]), len(step_seconds) - warmup, warmup, 0,
-                            steps_per_epoch, epochs, "cpu").total_seconds"""),
+    # course_lib's TrainingEstimate: the median step after the warm-up, times every step of the run
+    'ex5_predict_run': ("""    evaluations = total_steps // eval_every""",
+                        """    from course_lib.train import TrainingEstimate
+    median = statistics.median(s for _, s in timed)
+    estimate = TrainingEstimate(median, len(timed), warmup, 0, total_steps, 1, "cpu")
+    return {"seconds": estimate.total_seconds, "evaluation_seconds": 0.0}
+    evaluations = total_steps // eval_every"""),
     # course_lib.trace's operator totals: inclusive time, not self time
     'ex6_bottleneck': ("""    complete = [e for e in events if e.get("ph") == "X"]""",
                        """    from course_lib import trace

@@ -121,8 +121,17 @@ def pytest_xdist_make_scheduler(config, log):
     return FileOrLesson(config, log)
 
 
+FROZEN_LESSONS = Path(__file__).resolve().parent / "tests" / "grading" / "lessons"
+
+
 def pytest_ignore_collect(collection_path, config):
-    if collection_path.name != "lecture.ipynb" or collection_path.parent.parent.name != "notebooks":
+    """nbval collects a lecture, or a frozen copy of a lesson's exercises (tests/grading/lessons/, the
+    attack tests' fixtures, whose reference runs in every plan those tests grade), only when it is
+    named on the command line."""
+    if collection_path.suffix != ".ipynb":
+        return None
+    lecture = collection_path.name == "lecture.ipynb" and collection_path.parent.parent.name == "notebooks"
+    if not (lecture or collection_path.resolve().is_relative_to(FROZEN_LESSONS)):
         return None
     named = {Path(a.split("::")[0]).resolve() for a in config.invocation_params.args}
     return None if collection_path.resolve() in named else True

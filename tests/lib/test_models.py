@@ -99,16 +99,14 @@ def _figures(text: str) -> list[float]:
     return latex + code
 
 
-def test_the_vgg16_figure_lesson_00_uses_is_flopcountermodes_count():
+def test_the_vgg16_figure_lesson_00_states_is_flopcountermodes_count():
+    """Lesson 00's exercise 3 and its "back to training time" question quote VGG-16's forward FLOPs."""
     nb = nbformat.read(NOTEBOOKS / "00_setup" / "exercises.ipynb", as_version=4)
-    cell = next(c for c in nb.cells if c.cell_type == "markdown" and "VGG-16 needs about" in c.source)
-    stated = re.search(r"VGG-16 needs about \$(\d+\.\d+) \\times 10\^\{10\}\$ FLOPs", cell.source)
-    assert stated, "lesson 00 exercise 3 no longer states VGG-16's FLOPs in the expected form"
-    test_cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex3_vgg_days")
-    used = re.search(r"training_seconds\((\d+(?:\.\d+)?e10),", test_cell.source)
-    assert used, "lesson 00 exercise 3's test no longer uses VGG-16's FLOPs"
+    stated = [float(m.group(1)) * 1e10 for c in nb.cells if c.cell_type == "markdown" and "VGG-16" in c.source
+              for m in re.finditer(r"(\d+\.\d+) \\times 10\^\{10\}", c.source)]
+    assert len(stated) >= 2, "lesson 00 no longer states VGG-16's forward FLOPs in the expected form"
     counted = _vgg16_forward_flops()
-    for figure in (float(stated.group(1)) * 1e10, float(used.group(1))):
+    for figure in stated:
         assert figure == pytest.approx(counted, rel=5e-3), (figure, counted)
 
 

@@ -8,14 +8,13 @@ import ast
 import json
 import os
 import select
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .sandbox import SLOTS, Limits, _read_only_paths
-from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, signal_of
+from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, empty_folder, signal_of
 from .utf8 import valid_text
 
 MAX_REPLY_BYTES = 96 * 2**20  # longest line the checker may send (a reply holds values of up to 32 MiB)
@@ -100,15 +99,7 @@ class CheckerProcess(SandboxedProcess):
         # a read-only folder under /tmp (a clone there) is bound onto a folder bubblewrap made in
         # this scratch: removing that folder here would take the mount away inside the sandbox
         mounts = {p.parts[2] for p in _read_only_paths(self.read_only) if len(p.parts) > 2 and p.parts[1] == "tmp"}
-        try:
-            for entry in os.scandir(self.tmp):
-                if entry.name in mounts:
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
-        except OSError:   # what cannot be emptied is not served again
+        if not empty_folder(self.tmp, mounts):   # what cannot be emptied is not served again
             self.stop()
 
     def stop(self) -> None:

@@ -5,10 +5,10 @@ data, as proxy calls (``wire``), or, for GPU kernels (Numba CUDA, Triton), as so
 checker checks and compiles itself (``kernel_source``, ``triton_source``). The visible part of a
 test cell runs in notebook order; the hidden part runs after the whole notebook, so hidden
 arguments reach the student's kernel only when nothing it prints can reach the feedback any more
-(if the checker was restarted since, the visible part runs again first). What a test must do in
-the student's kernel (patch a module around a student's function, pass it a callable or a
-model) it does in an ``@in_student_kernel`` function (a probe, ``course_lib.checks.probe``)
-whose plain-data result comes back to the checker.
+(if the checker was restarted since, the visible parts of the test cells that passed before it,
+and its own, run again first). What a test must do in the student's kernel (patch a module
+around a student's function, pass it a callable or a model) it does in an ``@in_student_kernel``
+function (a probe, ``course_lib.checks.probe``) whose plain-data result comes back to the checker.
 
 Never raises for anything the student's code does: every failure is a failed test with a
 reason in plain words. Every text that comes out of either sandbox (outputs, messages, names,
@@ -97,17 +97,19 @@ class Runner:
     """The two processes of one submission and the bookkeeping between them."""
 
     def __init__(self, folder: Path, limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None,
-                 checker: CheckerProcess | None = None):
+                 checker: CheckerProcess | None = None, kernel: SandboxKernel | None = None):
         self.limits, self.lesson = limits, lesson
         self.token = "@course" + secrets.token_hex(8) + ":"
         self.served = checker is not None   # the slot's checker, served by its template (see finish)
         self.checker = checker or CheckerProcess(limits, slot, sandbox, scratch)
-        self.kernel = SandboxKernel(folder, limits, slot, sandbox, scratch)
+        self.served_kernel = kernel is not None   # the slot's served kernel (see close)
+        self.kernel = kernel or SandboxKernel(folder, limits, slot, sandbox, scratch)
         self.setup_done = 0           # setup cells the checker has run
         self.notes: list[str] = []    # what went wrong in proxy calls, in plain words
         self.kinds = None             # the student's names as last seen (None: ask again)
         self.where = ""               # the test cell being judged, for those notes
         self.replay: list[str] = []   # student cells that ran fine (replayed after a restart)
+        self.passed: list = []        # (position, visible part) of the test cells that passed, in order
         self.generation = 0           # how many checkers were started
         self.opening = set(lesson.get("opening", ()))   # the lesson's cells before any exercise
 
@@ -234,7 +236,10 @@ class Runner:
                 self.setup_done = pos + 1
 
     def close(self) -> None:
-        self.kernel.close()
+        if self.served_kernel:
+            self.kernel.finish()
+        else:
+            self.kernel.close()
         if self.served:
             self.checker.finish()
         else:
@@ -260,6 +265,8 @@ def _test_cell(r: Runner, ex: Execution, cell, gid: str, number: int, deadline: 
     ex.notes += r.notes
     r.notes = []
     ex.verdicts[gid] = Verdict(bool(reply.get("ok")), _checker_outputs(reply))
+    if reply.get("ok"):
+        r.passed.append((r.lesson["position"].get(gid, 0), visible))
     if secret:
         hidden.append((gid, secret, visible, generation if r.generation == generation else None))
 
@@ -302,6 +309,7 @@ def _student_cell(r: Runner, ex: Execution, cell, index: int, deadline: float, t
 def _hidden_tests(r: Runner, ex: Execution, hidden: list, deadline: float) -> None:
     """The hidden parts, after the whole notebook (nothing printed any more is shown)."""
     limits = r.limits
+    again = (None, 0)   # (checker generation, how many of r.passed it has run again)
     for gid, secret, visible, generation in hidden:
         left = deadline - time.monotonic()
         r.where = f"the hidden tests of {gid}"
@@ -309,10 +317,18 @@ def _hidden_tests(r: Runner, ex: Execution, hidden: list, deadline: float) -> No
         if generation != r.generation and not ex.verdicts[gid].passed:
             left = 0                      # failed already, and its namespace is gone
         elif left > 0 and generation != r.generation:
-            # the checker that saved this cell's namespace was restarted since (a later cell ran
-            # past its deadline): run the visible part again in this one, then the hidden part
-            r.run_setup(r.lesson["position"].get(gid, 0), deadline)
+            # the checker that saved this cell's namespace was restarted since (a later cell ran past a
+            # limit): the visible parts of the test cells that passed before it (it may use what they
+            # defined) and its own run again in this one, then the hidden part
+            upto, now = r.lesson["position"].get(gid, 0), r.generation
+            done = again[1] if again[0] == now else 0
+            while done < len(r.passed) and r.passed[done][0] < upto:
+                r.run_setup(r.passed[done][0], deadline)
+                r.checker_run(r.passed[done][1], time.monotonic() + min(limits.cell_seconds, left))
+                done += 1
+            r.run_setup(upto, deadline)
             reply = r.checker_run(visible, time.monotonic() + min(limits.cell_seconds, left), save=gid)
+            again = (now, done + 1)   # its own ran too
             left = deadline - time.monotonic() if reply.get("ok") else 0
         if left > 0:
             reply = r.checker_run(secret, time.monotonic() + min(limits.cell_seconds, left), ns=gid)
@@ -352,13 +368,16 @@ def hidden_outputs(labels: list, reply: dict) -> list:
 
 
 def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int = 0, sandbox: bool = True,
-                       scratch: Path | None = None, checker: CheckerProcess | None = None) -> Execution:
+                       scratch: Path | None = None, checker: CheckerProcess | None = None,
+                       kernel: SandboxKernel | None = None) -> Execution:
     """Run a restored notebook as described in the module docstring. ``lesson`` holds the
     solution cells' names, the setup cells and the test cells' positions (``plan.lesson_facts``).
     ``checker``: the slot's served checker (``served_checker``), kept for its next submission
-    when this one leaves it clean; None: a checker of this submission's own."""
+    when this one leaves it clean; None: a checker of this submission's own. ``kernel``: the
+    slot's served kernel (``student_kernel.served_kernel``), whose ``prepare()`` folder is
+    ``folder``, likewise; None: a kernel of this submission's own."""
     ex = Execution()
-    r = Runner(folder, limits, lesson, slot, sandbox, scratch, checker)
+    r = Runner(folder, limits, lesson, slot, sandbox, scratch, checker, kernel)
     deadline = time.monotonic() + limits.notebook_seconds
     hidden: list = []
     try:

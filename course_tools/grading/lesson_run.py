@@ -86,7 +86,8 @@ class LessonRun:
     the worker slots, and where scratch and this shard's results go. ``reference`` is the
     reference solution's graded submission once the plan has graded it in this run (None when
     the plan was cached). ``checkers``: each slot's served checker, started with its first
-    submission (stopped with every sandbox when the run ends)."""
+    submission (stopped with every sandbox when the run ends); ``kernels`` likewise, each
+    slot's served kernel (``student_kernel.served_kernel``)."""
     course: CourseDir
     lesson: str
     source_nb: Any
@@ -106,6 +107,7 @@ class LessonRun:
     slots: list[Slot]
     reference: Any = field(default=None)
     checkers: dict = field(default_factory=dict)   # slot index -> its served checker (execute.served_checker)
+    kernels: dict = field(default_factory=dict)    # slot index -> its served kernel (None without a sandbox)
 
 
 def lesson_run(course: CourseDir, lesson: str, blank_nb, options: GradeOptions, intake_notes: dict) -> LessonRun:

@@ -28,6 +28,7 @@ from .intake import SubmissionProblem, copy_files, inspect_folder, notebook_note
 from .lesson_run import LessonRun, Slot, Stopped
 from .plan import reference_notebook
 from .results import Outcome
+from .student_kernel import served_kernel
 from .submission import read_submission, refuse_other_lesson, restore_test_cells
 from .utf8 import valid_text
 
@@ -77,16 +78,18 @@ def _timestamp(sub: Submission, run: LessonRun, slot: Slot) -> None:
 
 
 def _executed(sub: Submission, run: LessonRun, slot: Slot) -> None:
-    """The notebook run on a copy of the folder's files (owned by the slot's sandbox user)."""
+    """The notebook run on a copy of the folder's files (owned by the slot's sandbox user), by the
+    slot's served checker and kernel (each started with the slot's first submission)."""
+    if slot.index not in run.checkers:
+        run.checkers[slot.index] = served_checker(run.limits, run.facts, slot.index, run.sandbox, run.scratch)
+        run.kernels[slot.index] = served_kernel(run.limits, run.facts, slot.index, run.sandbox, run.scratch)
+    checker, kernel = run.checkers[slot.index], run.kernels[slot.index]
     work = slot.fresh_folder()
+    folder = kernel.prepare() if kernel else work / "submission"   # no sandbox: no served kernel
     try:
-        copy_files(sub.folder, work / "submission", sub.files, slot.uid)
-        checker = run.checkers.get(slot.index)
-        if checker is None:   # the slot's first submission starts its template (see served_checker)
-            checker = run.checkers[slot.index] = served_checker(run.limits, run.facts, slot.index, run.sandbox,
-                                                                run.scratch)
-        sub.ex = execute_submission(sub.nb, work / "submission", run.limits, run.facts, slot.index, run.sandbox,
-                                    run.scratch, checker)
+        copy_files(sub.folder, folder, sub.files, slot.uid)
+        sub.ex = execute_submission(sub.nb, folder, run.limits, run.facts, slot.index, run.sandbox, run.scratch,
+                                    checker, kernel)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -71,6 +71,25 @@ def _last_line(stderr: bytes) -> str:
 
 
 
+def empty_folder(folder: Path | None, keep=()) -> bool:
+    """Remove everything in ``folder`` but the entries named in ``keep`` (mount points of
+    read-only folders bubblewrap made there), never following a link; True when that worked.
+    Only for a sandbox's folder while nothing runs in it."""
+    if folder is None:
+        return True
+    try:
+        for entry in os.scandir(folder):
+            if entry.name in keep:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+    except OSError:
+        return False
+    return True
+
+
 def _drop_pending_sigint() -> None:
     """In a freshly forked child (SIGINT blocked by the parent): discard a SIGINT that reached the
     grader's process group before the child's setsid, then take SIGINT as usual again."""

@@ -1,8 +1,7 @@
 """A scratch nbgrader course holding one lesson, for tests that grade submissions.
 
 The grader's attack tests (``FROZEN``: lessons 00 and 01 as of commit 83ab7bc, lesson 13 as of
-2854e7e, before its FSDP exercise, lesson 11 as of 921d122, before its bucket-cap and staleness
-exercises) grade a frozen copy of the lesson's exercises,
+2854e7e, before its FSDP exercise) grade a frozen copy of the lesson's exercises,
 ``tests/grading/lessons/<lesson>/``: they build their
 submissions on particular cells (a timing exercise whose probes run in the student's kernel, a
 FLOP count to get wrong), and what they test is the grader, which must not break when a lesson's

@@ -1,7 +1,13 @@
 """Students who try to cheat lesson 11's multi-process allreduce (issue 16), graded in one batch
-by the real grading pipeline (``grade_lesson``, sandboxed) on a scratch course. Each attack is a
-submission written as a student would write it: the honest notebook with ``my_allreduce``
-replaced. The allreduce check (``course_lib.checks.collectives``) is judged in the trusted
+by the real grading pipeline (``grade_lesson``, sandboxed) on a scratch course of the live lesson.
+Each attack is a submission written as a student would write it: the blank release with only
+``my_allreduce`` answered (the other exercises fail at once, with no multi-process work), so it
+must earn nothing at all; ``hoard_disk``, whose checker is stopped, is the honest notebook with
+``my_allreduce`` replaced, and must lose the allreduce's points and nothing else: the checker
+started after it runs again the visible parts of the test cells that passed before each hidden
+part (a test cell may build on an earlier one: exercise 2's second uses the first's job). The
+honest notebook is the reference solution, graded once, by the plan (``reference_student``).
+The allreduce check (``course_lib.checks.collectives``) is judged in the trusted
 checker: it starts the worker processes that run the student's function, reads back only plain
 data (``torch.load(weights_only=True)``) and computes the expected sums itself.
 
@@ -195,8 +201,19 @@ ATTACKS = {
 }
 
 
+# the attacks on the honest notebook (the rest of it must keep its points); the others are on the blank
+ON_HONEST_WORK = ("hoard_disk",)
+
+
 def _cell(nb, grade_id):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _answered(blank, grade_id, code):
+    """The blank release with only the solution cell ``grade_id`` answered (by ``code``)."""
+    nb = copy.deepcopy(blank)
+    _cell(nb, grade_id).source = code
+    return nb
 
 
 def _honest(source, blank):
@@ -218,15 +235,13 @@ def graded(tmp_path_factory):
     honest = _honest(src_nb, blank)
     subs = {"honest": honest}
     for name, code in ATTACKS.items():
-        nb = copy.deepcopy(honest)
-        _cell(nb, "ex4_allreduce").source = code
-        subs[name] = nb
+        subs[name] = _answered(honest if name in ON_HONEST_WORK else blank, "ex4_allreduce", code)
     incoming = root / "incoming"
     for student, nb in subs.items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
-                            progress=False)
+                            progress=False, reference_student="honest")
     plan = json.loads((root / "build" / "grading" / LESSON / "plan.json").read_text())
     graded_nbs = {o.student: nbformat.read(str(p), as_version=4)
                   for o in outcomes for p in [root / "autograded" / o.student / LESSON / "exercises.ipynb"]
@@ -250,13 +265,11 @@ def test_attacks_earn_nothing_on_the_allreduce(graded, student):
     o = graded["by"][student]
     assert o.status == "graded", (student, o.reason)
     assert {gid: o.cells[gid] for gid in ALLREDUCE_CELLS} == {gid: 0.0 for gid in ALLREDUCE_CELLS}, (student, o.cells)
-    honest = graded["by"]["honest"]
-    if student == "hoard_disk":
-        # its checker was stopped, so ex3's hidden test runs in a fresh one after ex3's visible part
-        # again, which pushes into the student's store a second time: ex3_second_push is lost too (known)
-        assert o.score >= honest.score - ALLREDUCE_POINTS - 1, (student, o.score, o.cells)
-        return
-    assert o.score == honest.score - ALLREDUCE_POINTS, (student, o.score, o.cells)  # the rest is honest work
+    if student in ON_HONEST_WORK:   # the rest is honest work, judged in full by the checker started after it
+        honest = graded["by"]["honest"]
+        assert o.score == honest.score - ALLREDUCE_POINTS, (student, o.score, o.cells)
+    else:   # the blank with only the allreduce answered: nothing earned anywhere
+        assert o.score == 0.0, (student, o.score, o.cells)
 
 
 def _errors(nb, grade_id) -> str:
@@ -284,7 +297,6 @@ def test_each_attack_fails_for_its_own_reason(graded):
 # -- lesson 13: the sharded optimizer step, attacked the same way ----------------------------
 LESSON_13 = "13_sharding_and_model_parallelism"
 SHARDED_CELLS = ("ex4_visible", "ex4_uneven_shards")
-SHARDED_POINTS = 4.0
 # (f) in lesson 13: every rank's gradient looked up in this process (the launcher's frames first,
 #     then gc.get_objects()); the full momentum kept by the function itself across steps
 PEEK_13 = (
@@ -333,14 +345,13 @@ def graded_13(tmp_path_factory):
     src_nb = nbformat.read(str(source / LESSON_13 / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON_13 / "exercises.ipynb"), as_version=4)
     honest = _honest(src_nb, blank)
-    peek = copy.deepcopy(honest)
-    _cell(peek, "ex4_sharded_step").source = PEEK_13
+    peek = _answered(blank, "ex4_sharded_step", PEEK_13)
     incoming = root / "incoming"
     for student, nb in {"honest": honest, "peek": peek}.items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     outcomes = grade_lesson(source / LESSON_13, course=course, submissions=incoming, workers=2, limits=LIMITS,
-                            progress=False)
+                            progress=False, reference_student="honest")
     graded_nbs = {o.student: nbformat.read(str(p), as_version=4)
                   for o in outcomes for p in [root / "autograded" / o.student / LESSON_13 / "exercises.ipynb"]
                   if p.exists()}
@@ -354,5 +365,5 @@ def test_a_sharded_step_that_only_looks_for_the_other_ranks_gradients_earns_noth
     assert honest.score == graded_13["max"], (honest.score, honest.reason, honest.cells)
     assert peek.status == "graded", peek.reason
     assert {gid: peek.cells[gid] for gid in SHARDED_CELLS} == {gid: 0.0 for gid in SHARDED_CELLS}, peek.cells
-    assert peek.score == honest.score - SHARDED_POINTS, (peek.score, peek.cells)
+    assert peek.score == 0.0, (peek.score, peek.cells)   # the blank with only the sharded step answered
     assert "a largest difference below 1e-12" in _errors(graded_13["graded"]["peek"], "ex4_visible")

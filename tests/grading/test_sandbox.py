@@ -1,15 +1,18 @@
 """Sandboxed grading (`course grade`) against hostile and broken submissions.
 
 Each submission below is lesson 00's reference or blank notebook with one thing done to it.
-All of them are graded in one run (two workers, small limits); every one must get a clear
+All of them are graded in one run (two workers, small limits; the reference is the plan's own
+run, ``reference_student``) but for the one that burns CPU until a limit stops it (``BURNERS``:
+an endless loop), graded first in a run of its own whose cells have 5 s, not 12: what is tested
+is that it is stopped at the limit, not the limit's size. Every one must get a clear
 reason, no points it did not earn, and leave the other students' grades and the gradebook
 alone. Skipped where bubblewrap cannot run (the message says how to install it).
 """
 import copy
+import dataclasses
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 import nbformat
@@ -19,7 +22,6 @@ from scratch_course import lesson_folder, not_passed_in_checker, scratch_course
 from course_tools import paths
 from course_tools.grading import feedback, sandbox, segments, submission
 from course_tools.grading.grade import grade_lesson
-from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.grading.sandbox import Limits
 from course_tools.grading.student_kernel import SandboxKernel
 
@@ -31,6 +33,12 @@ SOLUTIONS = {"ex1": "ex1_nbytes", "ex2": "ex2_device", "ex3": "ex3_training", "e
 # even on a loaded machine (at 8 s it timed out first in one full run)
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=12,
                 notebook_seconds=150)
+# the submissions that run until a limit stops them, graded in a run of their own with short cells
+# (the loop is called by two test cells: 2 x 5 s of CPU, not 2 x 12). Not the fork bomb: stopped at
+# a 5 s deadline on a loaded machine, before the process limit, its forks lived on and took the
+# memory of a later cell (ex3_visible, 0 points) in one run
+BURNERS = ("loop",)
+BURNER_LIMITS = dataclasses.replace(LIMITS, cell_seconds=5, notebook_seconds=90)
 
 pytestmark = pytest.mark.timeout(1200)  # the module's fixture grades 19 submissions in one run
 needs_bwrap = pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())
@@ -172,18 +180,22 @@ def graded(tmp_path_factory):
     course, source = scratch_course(root, LESSON)
     reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
-    incoming = root / "incoming"
+    incoming, burners = root / "incoming", root / "burners"
     for student, nb in _submissions(reference, blank, root).items():
-        (incoming / student).mkdir(parents=True)
+        (burners if student in BURNERS else incoming).joinpath(student).mkdir(parents=True)
         text = nb if isinstance(nb, str) else nbformat.writes(nb)
-        (incoming / student / "exercises.ipynb").write_text(text)
+        (burners if student in BURNERS else incoming).joinpath(student, "exercises.ipynb").write_text(text)
     (incoming / "missing").mkdir()
     (incoming / "missing" / "notes.txt").write_text("forgot the notebook")
     before = {"gradebook_cells": _gradebook_cells(course), "checks": _digest(paths.LIBRARY / "checks" / "core.py"),
               "source": _digest(source / LESSON / "exercises.ipynb")}
+    # the burners first: the CSV is the last run's, the gradebook keeps both runs' students
+    by = {o.student: o for o in grade_lesson(source / LESSON, course=course, submissions=burners, workers=1,
+                                             limits=BURNER_LIMITS, progress=False)}
     outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,
-                            limits=LIMITS, progress=False)
-    return {"course": course, "before": before, "by": {o.student: o for o in outcomes}}
+                            limits=LIMITS, progress=False, reference_student="reference")
+    by.update({o.student: o for o in outcomes if o.student not in BURNERS})
+    return {"course": course, "before": before, "by": by}
 
 
 ALL = tuple(POINTS)
@@ -288,7 +300,7 @@ def test_gradebook_course_files_and_csv_are_intact(graded):
     assert _digest(course.source / LESSON / "exercises.ipynb") == before["source"]
     rows = (course.root / "build" / f"grades_{LESSON}.csv").read_text().splitlines()
     assert rows[0].startswith("student,score,max_score,seconds,reason,ex1_visible")
-    assert len(rows) == 1 + len(EXPECTED)
+    assert len(rows) == 1 + len(EXPECTED) - len(BURNERS)   # the last run's students (the burners had a run first)
 
 
 @needs_bwrap
@@ -358,11 +370,8 @@ def test_grading_refuses_without_a_sandbox_unless_told(monkeypatch, capsys):
 def test_regrading_is_idempotent_and_keeps_manual_grades(tmp_path):
     from nbgrader.api import Gradebook
 
-    root = tmp_path / "course"
-    source = root / "source"
-    shutil.copytree(lesson_folder(LESSON), source / LESSON)
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    course, source = scratch_course(tmp_path / "course", LESSON)   # with the plan of the module's course, if any
+    root = course.root
     incoming = tmp_path / "incoming"
     reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
@@ -371,13 +380,13 @@ def test_regrading_is_idempotent_and_keeps_manual_grades(tmp_path):
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     first = {o.student: o.score for o in grade_lesson(source / LESSON, course=course, submissions=incoming,
-                                                      workers=2, limits=LIMITS, progress=False, feedback=False)}
+                                                      workers=1, limits=LIMITS, progress=False, feedback=False)}
     assert first == {"ann": FULL - POINTS["ex4"], "bob": 0.0}
     with Gradebook(course.db_url) as gb:
         grade = gb.find_grade("ex1_visible", "exercises", LESSON, "bob")
         grade.manual_score = 1.0
         gb.db.commit()
-    again = {o.student: o.score for o in grade_lesson(source / LESSON, course=course, workers=2,
+    again = {o.student: o.score for o in grade_lesson(source / LESSON, course=course, workers=1,
                                                       limits=LIMITS, progress=False, feedback=False)}
     assert again == {"ann": FULL - POINTS["ex4"], "bob": 1.0}
 

@@ -45,9 +45,12 @@ def _dumpable(flag: int) -> None:
     LIBC.prctl(4, flag, 0, 0, 0)
 
 
+CONTROL = None   # the pipe the grader reads (the process's stdout when it started; see main)
+
+
 def _send(obj: dict) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
+    CONTROL.write(json.dumps(obj) + "\n")
+    CONTROL.flush()
 
 
 def _preload(code: str) -> None:
@@ -68,6 +71,7 @@ def _become_kernel(connection: str) -> None:
         os.dup2(devnull, 0)    # the control pipes: gone before anything of the student's runs
         os.dup2(devnull, 1)
         os.close(devnull)
+        os.close(CONTROL.fileno())
         os.setsid()
         for sig in IGNORED:
             signal.signal(sig, signal.SIG_DFL)
@@ -123,7 +127,12 @@ def _clean_ipc() -> bool:
 
 
 def main() -> None:
+    global CONTROL
     _dumpable(0)
+    # the replies go out on a copy of stdout; stdout itself becomes stderr, so what an import
+    # prints cannot reach the grader as a reply
+    CONTROL = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     for sig in IGNORED:
         signal.signal(sig, signal.SIG_IGN)
     # what ipykernel would set at start: pyplot, imported here, then draws inline in every kernel

@@ -13,12 +13,15 @@ replaces the one occurrence of ``old``; a list of pairs makes several edits in o
 * per lesson, ONE submission is graded by ``course grade``'s own ``execute_submission`` (student
   cells in a student kernel, every test cell judged in the trusted checker): the reference
   notebook, where after each exercise's last test cell come, for each wrong answer, the blank
-  stub and the library call, the exercise's cells again with the answer in place and copies
-  of its test cells (their hidden tests run in place; each copy has its own grade_id), then the
-  reference cells again to restore the state. The reference passes every test cell, every copy
-  of a wrong answer or library call fails at least one, and the blank fails all of them, each
-  with one line saying which function or kernel is not answered yet and the test cell's lines
-  (what the student's feedback shows; no traceback of the checker or the library).
+  stub and the library call, the exercise's cells again with the answer in place, a test cell
+  that judges it by the exercise's test cells (``judged_once``: their visible parts, then, where
+  there are hidden tests, the whole cells with the hidden tests in place; it stops at the first
+  failure, one lost test cell being what is asserted), then the reference cells again to restore
+  the state; after the blank stub, copies of every test cell (their hidden tests run in place;
+  each copy has its own grade_id). The reference passes every test cell, every wrong answer or
+  library call fails its judging cell, and the blank fails every copy, each with one line saying
+  which function or kernel is not answered yet and the test cell's lines (what the student's
+  feedback shows; no traceback of the checker or the library).
 
 The submission runs in the grader's sandbox (bubblewrap, the student's kernel and the checker
 each as a sandbox user) where it can run, as ``course grade`` runs it, so the reference's full
@@ -43,6 +46,7 @@ from course_tools.grading.cells import is_test_cell
 from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits, bubblewrap, sandbox_uid
+from course_tools.grading.segments import split_hidden
 from course_tools.paths import lesson_dirs
 
 FIXTURES = Path(__file__).parent / "wrong_answers"
@@ -174,12 +178,26 @@ def _copy(cell, source: str | None = None, grade_id: str | None = None):
     return new
 
 
+def judged_once(tests: list) -> str:
+    """One test cell's source that judges an answer by every test cell of its exercise and stops
+    at the first failure: the cells' visible parts in order (as the grader runs them), then, if
+    the exercise has hidden tests, the whole cells in order with their hidden tests in place. So
+    an answer that fails a visible test never pays for a hidden one, and one that passes every
+    visible test is judged by the whole cells as the grader judges them."""
+    parts = [split_hidden(t.source) for t in tests]
+    sources = [visible for visible, _ in parts]
+    if any(hidden for _, hidden in parts):
+        sources += [HIDDEN_MARKER.sub("", t.source) for t in tests]
+    return "\n".join(source.rstrip() + "\n" for source in sources)
+
+
 def trial_notebook(nb, answers: dict[str, list[tuple[str, str]]]):
     """The reference notebook with, after each exercise's last test cell, one trial per answer
     (``{solution grade_id: [(label, source), ...]}``): the exercise's solution cells (one
-    replaced), its plain cells, copies of its test cells (grade_id ``<id>~<label>``), then its
-    solution and plain cells again as the reference has them. Returns (notebook, {label:
-    [copied test grade_ids]})."""
+    replaced), its plain cells, one test cell that runs its test cells (``judged_once``; grade_id
+    ``<first test's id>~<label>``), then its solution and plain cells again as the reference has
+    them. An answer needs to lose only one test cell, so it is judged until the first that
+    fails. Returns (notebook, {label: [copied test grade_ids]})."""
     trials, cells = {}, []
     groups = {g["tests"][-1]: g for g in exercises(nb) if g["tests"]}
     for index, cell in enumerate(nb.cells):
@@ -188,15 +206,14 @@ def trial_notebook(nb, answers: dict[str, list[tuple[str, str]]]):
         if group is None:
             continue
         restore = [nb.cells[i] for i in group["solutions"] + group["after"]]
+        first, tests = nb.cells[group["tests"][0]], judged_once([nb.cells[j] for j in group["tests"]])
         for i in group["solutions"]:
             for label, source in answers.get(_gid(nb.cells[i]), []):
-                trials[label] = []
                 for j in group["solutions"]:
                     cells.append(_copy(nb.cells[j], source if j == i else None))
                 cells += [_copy(nb.cells[j]) for j in group["after"]]
-                for j in group["tests"]:
-                    trials[label].append(f"{_gid(nb.cells[j])}~{label}")
-                    cells.append(_copy(nb.cells[j], grade_id=trials[label][-1]))
+                trials[label] = [f"{_gid(first)}~{label}"]
+                cells.append(_copy(first, tests, grade_id=trials[label][0]))
                 cells += [_copy(c) for c in restore]
     trial = nbformat.v4.new_notebook(metadata=nb.metadata)
     trial.cells = cells
@@ -317,3 +334,10 @@ def test_wrong_answers_are_stored_as_edits():
         apply_edits(reference, ("x + 2", "x"))
     with pytest.raises(EditDoesNotApply, match="occurs 2 times"):
         apply_edits(reference, ("y", "z"))
+
+
+def test_judged_once_runs_every_visible_part_before_the_hidden_tests():
+    cells = [nbformat.v4.new_code_cell("assert a\n### BEGIN HIDDEN TESTS\nassert b\n### END HIDDEN TESTS"),
+             nbformat.v4.new_code_cell("assert c\n")]
+    assert judged_once(cells) == "assert a\n\nassert c\n\nassert a\nassert b\n\nassert c\n"
+    assert judged_once(cells[1:]) == "assert c\n"

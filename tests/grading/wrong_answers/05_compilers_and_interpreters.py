@@ -48,16 +48,19 @@ WRONG_ANSWERS = {
         ('    size_dynamic, k_dynamic = mark_dynamic, False', '    size_dynamic, k_dynamic = False, False'),
     ],
     'ex4_measure': [
-        # the overhead paid once for the whole chain, not once per operator
-        ('    return n_ops * (overhead_s + elements * per_element_s)',
-         '    return overhead_s + n_ops * elements * per_element_s'),
-        # the per-element cost not multiplied by the number of elements
-        ('n_ops * (overhead_s + elements * per_element_s)', 'n_ops * (overhead_s + per_element_s)'),
-        # compares the overhead with the cost of one element
-        ('"overhead" if overhead_s > elements * per_element_s', '"overhead" if overhead_s > per_element_s'),
-        # the names swapped
-        ('"overhead" if overhead_s > elements * per_element_s else "elements"',
-         '"elements" if overhead_s > elements * per_element_s else "overhead"'),
+        # the overhead paid once per chain, not once per operator
+        ('[[n_ops, n_ops * elements] for', '[[1, n_ops * elements] for'),
+        # the per-element cost paid once per chain: only the overhead multiplied by the operators
+        ('[[n_ops, n_ops * elements] for', '[[n_ops, elements] for'),
+        # the chain's length ignored: a chain fitted as if it were one operator
+        ('[[n_ops, n_ops * elements] for', '[[1, elements] for'),
+        # no overhead: every second put on the elements (the largest measurement divided by its elements)
+        ('    return overhead_s, per_element_s',
+         '    n_ops, elements, s = max(measured, key=lambda m: m[0] * m[1])\n    return 0.0, s / (n_ops * elements)'),
+        # the two costs returned in the wrong order
+        ('    return overhead_s, per_element_s', '    return per_element_s, overhead_s'),
+        # not least squares: the two costs solved exactly from the first two measurements, the rest ignored
+        ('torch.linalg.lstsq(design, seconds, driver="gelsd").solution', 'torch.linalg.solve(design[:2], seconds[:2])'),
     ],
     'ex5_export': [
         # the Python if: torch.export refuses it
@@ -96,9 +99,11 @@ LIBRARY_CALLS = {
                        '        torch._dynamo.mark_dynamic(args[0][0], 0)\n'
                        '    return compilers.count_compiles(affine, args).compiles_after_call\n'
                        '    graphs, after = [], []'),
-    # compilers.dispatch_overhead measures this machine instead of using the stated quantities
-    'ex4_measure': ('    return n_ops * (overhead_s + elements * per_element_s)',
-                    '    return n_ops * compilers.dispatch_overhead(sizes=(elements,))[0][1]'),
+    # compilers.dispatch_overhead measures one operator on this machine instead of fitting the measurements given
+    'ex4_measure': ('    design = torch.tensor(',
+                    '    (_, small), (large_elements, large) = compilers.dispatch_overhead(sizes=(1, 2**16))\n'
+                    '    return small, (large - small) / large_elements\n'
+                    '    design = torch.tensor('),
     # compilers.script(scale) inside forward: torch.export cannot guard on its data-dependent branch
     'ex5_export': ('        return torch.cond(x.max() > 1, lambda v: v / v.max(), lambda v: v * 2, (x,))',
                    '        return compilers.script(scale)(x)'),

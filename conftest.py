@@ -48,6 +48,7 @@ SLOWEST_FIRST = (   # by their seconds in a full run (2-core VM, 2026-11-26), th
     "tests/grading/test_grading_attacks_kernels.py",
     "tests/grading/test_triton_grading_attention.py",
     "tests/grading/test_grading_shards.py", "tests/grading/test_grading_attacks_machine.py",
+    "tests/grading/test_served_kernel.py",
     "tests/tools/test_build.py",
     "tests/grading/test_grading_cli_records.py", "tests/tools/test_hub_tryout.py",
     "tests/notebooks/test_lectures.py", "tests/grading/test_wrong_answers.py",   # 10-35 s per lesson

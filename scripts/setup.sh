@@ -39,6 +39,12 @@ if [ "$gpu" = yes ]; then
     "$BIN/pip" install --quiet -e ".[dev,gpu]" || echo "warning: CuPy / numba-cuda did not install; lessons fall back to NumPy and the CUDA simulator (see README: environment.yml)"
 fi
 
+# jsonschema's "format-nongpl" extra (which jupyter-events asks for) brings rfc3987-syntax, which
+# builds a parser when it is imported: 3.4 s of CPU in every process that imports jsonschema
+# (nbformat, nbgrader, each Jupyter server, `course` itself; measured on the course's 2-core
+# machine). Without it jsonschema skips one format check ("iri") that nothing here uses.
+"$BIN/pip" uninstall --quiet -y rfc3987-syntax >/dev/null 2>&1 || true
+
 say "local copies of reveal.js, require.js, jQuery and MathJax for offline slides"
 if ! command -v npm >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "npm not found: installing Debian's nodejs and npm"

@@ -43,10 +43,12 @@ import pytest
 import torch
 
 from course_tools.grading.cells import is_test_cell
+from course_tools.grading.checker_process import served_checker
 from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits, bubblewrap, sandbox_uid
 from course_tools.grading.segments import split_hidden
+from course_tools.grading.student_kernel import served_kernel
 from course_tools.paths import lesson_dirs
 
 FIXTURES = Path(__file__).parent / "wrong_answers"
@@ -264,20 +266,29 @@ def unclear_blank_failure(verdict) -> list[str]:
 
 def _run_trial(lesson: Path, trial):
     """The trial notebook graded by ``execute_submission`` (the checker judging every test cell),
-    in the sandbox when bubblewrap runs here, with the lesson's files as the submission folder."""
+    in the sandbox when bubblewrap runs here, with the lesson's files as the submission folder, by a
+    served checker and kernel as ``course grade`` gives a slot (forked from templates that imported
+    the lesson's modules: so every lesson is also graded on the path a class takes)."""
     sandboxed = bubblewrap()
     # a short scratch path: the kernel's Unix sockets live under it (108 bytes at most)
     scratch = Path(tempfile.mkdtemp(prefix="course-wrong-"))
+    facts = lesson_facts(trial)
+    checker = served_checker(LIMITS, facts, 0, sandboxed, scratch)
+    kernel = served_kernel(LIMITS, facts, 0, sandboxed, scratch)   # None without a sandbox
     try:
-        folder = scratch / "submission"
-        shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"))
+        folder = kernel.prepare() if kernel else scratch / "submission"
+        shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"),
+                        dirs_exist_ok=True)
         uid = sandbox_uid(0) if sandboxed else None
         if uid is not None:   # the student's files belong to the sandbox user, as course grade gives them
             for path in [folder, *folder.rglob("*")]:
                 os.chown(path, uid, uid, follow_symlinks=False)
-        return execute_submission(trial, folder, LIMITS, lesson_facts(trial), slot=0, sandbox=sandboxed,
-                                  scratch=scratch)
+        return execute_submission(trial, folder, LIMITS, facts, slot=0, sandbox=sandboxed, scratch=scratch,
+                                  checker=checker, kernel=kernel)
     finally:
+        if kernel is not None:
+            kernel.close()
+        checker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -240,8 +240,14 @@ class SandboxKernel(SandboxedProcess):
         if self.preload is None or not self._end_kernel():
             self.stop()
             return
-        if not all(empty_folder(folder, self.read_only_mounts()) for folder in (self.submission, self.tmp, self.conn)):
+        if not self._emptied(self.submission):
             self.stop()
+
+    def _emptied(self, *more: Path) -> bool:
+        """``/tmp`` (but the mount points bubblewrap made there), the connection folder and ``more``
+        emptied; True when that worked."""
+        return (empty_folder(self.tmp, self.read_only_mounts()) and empty_folder(self.conn)
+                and all(empty_folder(folder) for folder in more))
 
     def read_only_mounts(self) -> set:
         """The entries of the sandbox's ``/tmp`` folder that bubblewrap made as mount points (for
@@ -274,8 +280,7 @@ class SandboxKernel(SandboxedProcess):
 
     def restart(self) -> None:
         """A fresh kernel (a served one: a new fork, the submission folder kept)."""
-        if self.preload is not None and self._end_kernel() and all(
-                empty_folder(folder, self.read_only_mounts()) for folder in (self.tmp, self.conn)):
+        if self.preload is not None and self._end_kernel() and self._emptied():
             self.start()
             return
         self.stop()

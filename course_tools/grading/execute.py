@@ -51,10 +51,6 @@ class Execution:
     outputs: dict = field(default_factory=dict)     # index of a non-test code cell -> outputs
 
 
-def _stdout(run) -> str:
-    return "".join(o.get("text", "") for o in run.outputs if o.get("name") == "stdout")
-
-
 def error_output(ename: str, evalue: str, lines=()) -> dict:
     """A notebook error output: ``ename: evalue``, then ``lines`` (the test cell's own lines)."""
     return {"output_type": "error", "ename": ename, "evalue": evalue,
@@ -374,7 +370,7 @@ def execute_submission(nb, folder: Path, limits: Limits, lesson: dict, slot: int
     solution cells' names, the setup cells and the test cells' positions (``plan.lesson_facts``).
     ``checker``: the slot's served checker (``served_checker``), kept for its next submission
     when this one leaves it clean; None: a checker of this submission's own. ``kernel``: the
-    slot's served kernel (``student_kernel.served_kernel``), whose ``prepare()`` folder is
+    slot's served kernel (``served_kernel.served_kernel``), whose ``prepare()`` folder is
     ``folder``, likewise; None: a kernel of this submission's own."""
     ex = Execution()
     r = Runner(folder, limits, lesson, slot, sandbox, scratch, checker, kernel)

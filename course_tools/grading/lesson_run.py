@@ -87,7 +87,7 @@ class LessonRun:
     reference solution's graded submission once the plan has graded it in this run (None when
     the plan was cached). ``checkers``: each slot's served checker, started with its first
     submission (stopped with every sandbox when the run ends); ``kernels`` likewise, each
-    slot's served kernel (``student_kernel.served_kernel``)."""
+    slot's served kernel (``served_kernel.served_kernel``)."""
     course: CourseDir
     lesson: str
     source_nb: Any

@@ -28,7 +28,7 @@ from .intake import SubmissionProblem, copy_files, inspect_folder, notebook_note
 from .lesson_run import LessonRun, Slot, Stopped
 from .plan import reference_notebook
 from .results import Outcome
-from .student_kernel import served_kernel
+from .served_kernel import served_kernel
 from .submission import read_submission, refuse_other_lesson, restore_test_cells
 from .utf8 import valid_text
 

@@ -6,21 +6,13 @@ content is not a dict, is dropped; what is kept has the fields and types of a Ju
 its text made valid UTF-8 (``utf8.valid_text``: a forged message may hold a lone surrogate, which
 no file can hold), so nothing a kernel sends is a grader error.
 
-A served kernel (``served_kernel``: a slot's kernels during one ``course grade`` run) is forked
-from a template in one sandbox that imported ipykernel and the lesson's modules once
-(``kernel_template``), so a class pays those imports once per slot. Between two submissions the
-grader kills every process of that sandbox but the template (it knows them from outside, by the
-process tree, and checks that none is left), the template removes what was left in ``/dev/shm``
-and System V IPC, and the grader empties the submission folder, ``/tmp`` and the connection
-folder; anything short of that stops the sandbox, and the next submission starts a fresh one.
+A slot's kernels during one ``course grade`` run are served from a template instead
+(``served_kernel``).
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
-import select
-import shutil
 import signal
 import sys
 import time
@@ -28,12 +20,9 @@ from pathlib import Path
 
 import zmq
 
-from .sandbox import CellRun, Limits, _process_table, _read_only_paths, descendants, is_kernel_python
-from .sandboxed_process import WATCH_SECONDS, SandboxedProcess, empty_folder
+from .sandbox import CellRun, Limits, descendants, is_kernel_python
+from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
 from .utf8 import valid_text
-
-TEMPLATE = Path(__file__).resolve().parent / "kernel_template.py"   # run in the sandbox by path
-MAX_CONTROL_BYTES = 2**16     # longest line the template may send
 
 MESSAGES_PER_WAKE = 200       # output messages taken in one go before the deadline is looked at again
 UNREADABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError)   # reading a forged message raises these
@@ -57,43 +46,15 @@ class SandboxKernel(SandboxedProcess):
     in a plain subprocess with the same rlimits: only for code the grader trusts)."""
 
     def __init__(self, submission: Path | None, limits: Limits, slot: int = 0, sandbox: bool = True,
-                 scratch: Path | None = None, preload: str | None = None):
+                 scratch: Path | None = None):
         super().__init__(limits, slot, sandbox, scratch, uid_offset=0)
         self.submission = Path(submission) if submission is not None else None
         self.client = None
         self.output_total = 0     # bytes of output kept so far in this notebook
         self.conn = None          # the kernel's connection folder (set by start)
         self.limit_hit = ""       # which sandbox-wide limit the watchdog enforced last
-        # served (sandboxed only): kernels forked from a template that ran ``preload`` (import
-        # statements) once; the submission folder is then the kernel's own (``prepare``)
-        self.preload = preload if sandbox else None
-        self.template_pid = None  # the template's process id outside the sandbox, while it runs
-        self.baseline: set = set()   # the sandbox's processes before any kernel (bubblewrap's, the template)
-        self.kernel_fd = None     # a pidfd of the served kernel that runs now
-        self.end_code = None      # its exit code once the template said it ended (negative: a signal)
-        self.buffer = b""         # bytes the template sent past its last full line
 
     def start(self) -> None:
-        if self.preload is None:
-            self._start_plain()
-            return
-        if not (self.template_pid and SandboxedProcess.alive(self)):
-            self._start_template()
-        conn_file = self._connection_file()
-        self._send({"op": "fork", "connection": conn_file})
-        forked = self._receive(self.limits.startup_seconds)
-        if not forked or forked.get("op") != "forked":
-            self.stop()
-            raise RuntimeError(f"the kernel did not start: {self._stderr_end()}")
-        children = [pid for pid, (parent, _, _) in _process_table().items() if parent == self.template_pid]
-        try:
-            self.kernel_fd = os.pidfd_open(children[0]) if len(children) == 1 else None
-        except OSError:
-            self.kernel_fd = None
-        self.end_code = None
-        self._connect(conn_file)
-
-    def _start_plain(self) -> None:
         work = self._new_work()
         conn_dir, self.tmp = self._owned_dir(work / "conn"), self._owned_dir(work / "tmp")
         self.conn = conn_dir      # writable by the student (the kernel's sockets): counted as disk
@@ -137,125 +98,6 @@ class SandboxKernel(SandboxedProcess):
                 if time.monotonic() > deadline:
                     raise RuntimeError("the kernel did not start in time") from None
 
-    # -- a served kernel's template -------------------------------------------------------
-    def prepare(self) -> Path:
-        """A served kernel's submission folder, empty, for the next submission's files (a new
-        folder, and so a new sandbox, when the last one could not be emptied)."""
-        folder = self.submission
-        if folder is not None and folder.is_dir() and not any(os.scandir(folder)):
-            return folder
-        self.stop()   # the sandbox shows the folder it was started with
-        if folder is not None:
-            shutil.rmtree(folder.parent, ignore_errors=True)
-        self.submission = self._owned_dir(Path(self._mkdtemp("kernel-")) / "submission")
-        return self.submission
-
-    def _mkdtemp(self, prefix: str) -> str:
-        import tempfile
-
-        if self.scratch:
-            self.scratch.mkdir(parents=True, exist_ok=True)
-        path = tempfile.mkdtemp(prefix=prefix, dir=self.scratch)
-        os.chmod(path, 0o755)
-        return path
-
-    def _start_template(self) -> None:
-        self.stop()
-        work = self._new_work()
-        self.conn, self.tmp = self._owned_dir(work / "conn"), self._owned_dir(work / "tmp")
-        command = [str(Path(sys.executable).parent / "python"), "-u", str(TEMPLATE)]
-        self._popen(command, self.submission, self.tmp, self.conn, read_only=[TEMPLATE], cwd=self.submission,
-                    pipes=True)
-        hello = self._receive(self.limits.startup_seconds)
-        if hello and hello.get("op") == "template":
-            self._send({"op": "preload", "code": self.preload})
-            done = self._receive(max(self.limits.startup_seconds, 120.0))
-            if done and done.get("op") == "done":
-                self.baseline = set(descendants(self.proc.pid))
-                pythons = [pid for pid in self.baseline if _comm(pid).startswith("python")]
-                if len(pythons) == 1:
-                    self.template_pid = pythons[0]
-                    return
-        self.stop()
-        raise RuntimeError(f"the kernel's template did not start: {self._stderr_end()}")
-
-    def _send(self, obj: dict) -> None:
-        try:
-            self.proc.stdin.write((json.dumps(obj) + "\n").encode())
-            self.proc.stdin.flush()
-        except (OSError, AttributeError, ValueError):
-            pass   # the template is gone: the answer does not come
-
-    def _receive(self, timeout: float) -> dict | None:
-        """The template's next message, or None (none in ``timeout`` seconds, or it is gone)."""
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self.buffer:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc is None or len(self.buffer) > MAX_CONTROL_BYTES:
-                return None
-            ready, _, _ = select.select([self.proc.stdout], [], [], min(left, 1.0))
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 4096)
-                if not chunk:
-                    return None
-                self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            return None
-        return msg if isinstance(msg, dict) else None
-
-    def _end_kernel(self) -> bool:
-        """Kill a served kernel and everything of the submission's in the sandbox; True when the
-        template lives on with nothing else left (and the sandbox may serve again)."""
-        self._stop_client()
-        if self.kernel_fd is not None:
-            os.close(self.kernel_fd)
-            self.kernel_fd = None
-        if not (self.template_pid and SandboxedProcess.alive(self)):
-            return False
-        deadline = time.monotonic() + 5
-        while (left := set(descendants(self.proc.pid)) - self.baseline) and time.monotonic() < deadline:
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.01)
-        if left:
-            return False
-        while True:   # the template's "ended" (unless exit_code read it), then "idle"
-            msg = self._receive(max(0.1, deadline - time.monotonic()))
-            if not msg or msg.get("op") not in ("ended", "idle"):
-                return False
-            if msg["op"] == "idle":
-                return msg.get("clean") is True and set(descendants(self.proc.pid)) == self.baseline
-
-    def finish(self) -> None:
-        """One submission's kernel is done with: a served kernel's sandbox stays for the slot's
-        next submission when it could be cleared (``_end_kernel``) and its folders emptied; any
-        other kernel is stopped."""
-        self.output_total, self.limit_hit = 0, ""
-        if self.preload is None or not self._end_kernel():
-            self.stop()
-            return
-        if not self._emptied(self.submission):
-            self.stop()
-
-    def _emptied(self, *more: Path) -> bool:
-        """``/tmp`` (but the mount points bubblewrap made there), the connection folder and ``more``
-        emptied; True when that worked."""
-        return (empty_folder(self.tmp, self.read_only_mounts()) and empty_folder(self.conn)
-                and all(empty_folder(folder) for folder in more))
-
-    def read_only_mounts(self) -> set:
-        """The entries of the sandbox's ``/tmp`` folder that bubblewrap made as mount points (for
-        the read-only folders and the connection folder, when they lie under ``/tmp``): emptying
-        the folder must keep them, or the mounts vanish inside the sandbox."""
-        paths = [*_read_only_paths([TEMPLATE]), self.conn] if self.conn is not None else _read_only_paths([TEMPLATE])
-        return {p.parts[2] for p in paths if len(p.parts) > 2 and p.parts[1] == "tmp"}
-
     def _stop_client(self) -> None:
         if self.client is not None:
             try:
@@ -266,56 +108,24 @@ class SandboxKernel(SandboxedProcess):
 
     def stop(self) -> None:
         self._stop_client()
-        if self.kernel_fd is not None:
-            os.close(self.kernel_fd)
-            self.kernel_fd = None
-        self.template_pid, self.baseline, self.buffer = None, set(), b""
         super().stop()
 
-    def close(self) -> None:
-        self.stop()
-        if self.preload is not None and self.submission is not None:   # a served kernel's own folder
-            shutil.rmtree(self.submission.parent, ignore_errors=True)
-            self.submission = None
+    close = stop
 
     def restart(self) -> None:
-        """A fresh kernel (a served one: a new fork, the submission folder kept)."""
-        if self.preload is not None and self._end_kernel() and self._emptied():
-            self.start()
-            return
         self.stop()
         self.start()
-
-    def alive(self) -> bool:
-        """The kernel runs (a served one: its own process, not only its sandbox)."""
-        if not super().alive():
-            return False
-        if self.preload is None:
-            return True
-        fd = self.kernel_fd
-        return fd is not None and not select.select([fd], [], [], 0)[0]
 
     def exit_code(self) -> int | None:
         """How the kernel ended: its exit code (negative, or 128 + N from bubblewrap: signal N);
         None while it runs or when unknown."""
-        if self.preload is not None and self.template_pid and SandboxedProcess.alive(self):
-            if self.end_code is None:
-                msg = self._receive(2)
-                if msg and msg.get("op") == "ended" and type(msg.get("code")) is int:
-                    self.end_code = msg["code"]
-            return self.end_code
         return self.proc.returncode if self.proc is not None else None
 
     def interrupt(self) -> None:
         """SIGINT to the kernel (a KeyboardInterrupt in the running cell)."""
         if not self.alive():
             return
-        if self.preload is not None:
-            try:
-                signal.pidfd_send_signal(self.kernel_fd, signal.SIGINT)
-            except OSError:
-                pass
-        elif self.sandbox:  # the kernel is the only ipykernel python in its sandbox
+        if self.sandbox:  # the kernel is the only ipykernel python in its sandbox
             for pid in descendants(self.proc.pid):
                 if is_kernel_python(pid):
                     try:
@@ -408,26 +218,6 @@ class SandboxKernel(SandboxedProcess):
         else:
             run.outputs.append(out)
         return kept + size
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text()
-    except OSError:
-        return ""
-
-
-def served_kernel(limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None) -> SandboxKernel | None:
-    """A kernel for one slot's submissions, each forked from one template that imported ipykernel
-    and the modules the lesson's setup cells import (``kernel_template``); None without a sandbox
-    (a plain kernel per submission then). Put each submission's files into ``prepare()``, pass
-    the kernel to ``execute_submission``."""
-    if not sandbox:
-        return None
-    from .checker_process import import_statements
-
-    return SandboxKernel(None, limits, slot, sandbox, scratch,
-                         preload=import_statements(code for _, code in lesson["setup"]))
 
 
 def _next_message(channel, msg_id: str) -> tuple[bool, dict | None]:

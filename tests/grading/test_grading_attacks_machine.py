@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from scratch_course import scratch_course
 
-from course_tools.grading import checker_process, cpu_share, sandbox, sandboxed_process, student_kernel
+from course_tools.grading import checker_process, cpu_share, sandbox, sandboxed_process, served_kernel
 from course_tools.grading.grade import grade_lesson
 from course_tools.grading.sandbox import Limits
 
@@ -149,7 +149,7 @@ def test_a_student_who_forks_busy_processes_takes_no_cpu_from_the_one_beside(tmp
             in_group.append(len(self.cpu.pids()))
         stop(self)
 
-    end_kernel = student_kernel.SandboxKernel._end_kernel
+    end_kernel = served_kernel.ServedKernel._end_kernel
 
     def counting_end(self):   # a served kernel's submission ends without stopping its sandbox
         if self.cpu is not None and self.alive():
@@ -158,7 +158,7 @@ def test_a_student_who_forks_busy_processes_takes_no_cpu_from_the_one_beside(tmp
 
     monkeypatch.setattr(sandboxed_process.SandboxedProcess, "stop", counting_stop)
     monkeypatch.setattr(sandboxed_process.SandboxedProcess, "close", counting_stop)
-    monkeypatch.setattr(student_kernel.SandboxKernel, "_end_kernel", counting_end)
+    monkeypatch.setattr(served_kernel.ServedKernel, "_end_kernel", counting_end)
     limits = Limits(**{**LIMITS.__dict__, "processes": 400})
     outcomes = {o.student: o for o in grade_lesson(source / LESSON, course=course, submissions=incoming,
                                                    workers=2, limits=limits, progress=False)}

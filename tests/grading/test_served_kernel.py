@@ -1,4 +1,4 @@
-"""One slot's student kernels forked from one template (``student_kernel.served_kernel``): a class
+"""One slot's student kernels forked from one template (``served_kernel.served_kernel``): a class
 pays ipykernel's and the lesson's imports once per slot, and no submission's kernel sees or
 touches the next one's.
 
@@ -25,7 +25,7 @@ from course_tools.grading.checker_process import served_checker
 from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits
-from course_tools.grading.student_kernel import served_kernel
+from course_tools.grading.served_kernel import served_kernel
 
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=8, notebook_seconds=60)
 pytestmark = pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())

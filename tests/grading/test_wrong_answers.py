@@ -48,7 +48,7 @@ from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits, bubblewrap, sandbox_uid
 from course_tools.grading.segments import split_hidden
-from course_tools.grading.student_kernel import served_kernel
+from course_tools.grading.served_kernel import served_kernel
 from course_tools.paths import lesson_dirs
 
 FIXTURES = Path(__file__).parent / "wrong_answers"

@@ -298,21 +298,23 @@ def own_process_count() -> int:
 
 
 def clear_user(uid: int, seconds: float = 10.0) -> int:
-    """Kill every process of the sandbox user ``uid`` and wait until the kernel has released them
-    (at most ``seconds``); return how many were left. A sandbox user belongs to one grader slot,
-    so what runs under it is a remnant of that slot's last sandbox: a killed sandbox's processes
-    (a fork bomb's, say) are torn down asynchronously, and while they last they count against
-    the next sandbox's process limit (RLIMIT_NPROC), which then cannot even start its kernel."""
+    """Kill what runs as the sandbox user ``uid`` (the slot's last sandbox's remnants, e.g. a fork bomb's,
+    count against the next one's RLIMIT_NPROC) until gone, at most ``seconds``; return how many are left."""
+    return kill_until_gone(lambda: [int(n) for n in os.listdir("/proc") if n.isdigit() and _owner(n) == uid], seconds)
+
+
+def _owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
+
+
+def kill_until_gone(find, seconds: float) -> int:
+    """SIGKILL what ``find()`` lists until it lists none, at most ``seconds``; how many it listed last."""
     deadline = time.monotonic() + seconds
     while True:
-        left = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if entry.stat().st_uid == uid:
-                        left.append(int(entry.name))
-                except OSError:
-                    continue
+        left = find()
         if not left or time.monotonic() > deadline:
             return len(left)
         for pid in left:

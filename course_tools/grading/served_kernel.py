@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .sandbox import Limits, _process_table, _read_only_paths, descendants
+from .sandbox import Limits, _process_table, _read_only_paths, descendants, kill_until_gone
 from .sandboxed_process import SandboxedProcess, empty_folder
 from .student_kernel import SandboxKernel
 
@@ -134,16 +134,9 @@ class ServedKernel(SandboxKernel):
             self.kernel_fd = None
         if not (self.template_pid and SandboxedProcess.alive(self)):
             return False
-        deadline = time.monotonic() + 5
-        while (left := set(descendants(self.proc.pid)) - self.baseline) and time.monotonic() < deadline:
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.01)
-        if left:
+        if kill_until_gone(lambda: set(descendants(self.proc.pid)) - self.baseline, 5):
             return False
+        deadline = time.monotonic() + 5
         while True:   # the template's "ended" (unless exit_code read it), then "idle"
             msg = self._receive(max(0.1, deadline - time.monotonic()))
             if not msg or msg.get("op") not in ("ended", "idle"):

@@ -76,16 +76,28 @@ def vendor_into(out_dir: Path) -> Path:
             "(it runs `npm ci` in slides/) and try again.")
     vendor = Path(out_dir) / VENDOR
     for src, dst in VENDOR_FILES:
-        target = vendor / dst
-        if target.exists():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if (NODE_MODULES / src).is_dir():
-            shutil.copytree(NODE_MODULES / src, target)
-        else:
-            shutil.copy2(NODE_MODULES / src, target)
-    shutil.copy2(SLIDES_DIR / "course.css", vendor / "course.css")
+        if not (vendor / dst).exists():
+            _copy_whole(NODE_MODULES / src, vendor / dst)
+    _copy_whole(SLIDES_DIR / "course.css", vendor / "course.css")
     return vendor
+
+
+def _copy_whole(src: Path, target: Path) -> None:
+    """Copy a file or folder to ``target`` under a temporary name, then rename it into place: lessons
+    build their decks in parallel processes, and a second copy into a half-made folder failed
+    ("File exists"). A folder another process put there first is kept."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}")
+    if src.is_dir():
+        shutil.rmtree(temporary, ignore_errors=True)
+        shutil.copytree(src, temporary)
+        try:
+            os.rename(temporary, target)
+        except OSError:   # there already (another build's copy)
+            shutil.rmtree(temporary, ignore_errors=True)
+    else:
+        shutil.copy2(src, temporary)
+        os.replace(temporary, target)
 
 
 def _final_text(text: str) -> str:

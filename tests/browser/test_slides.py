@@ -51,6 +51,37 @@ def test_missing_vendor_files_give_a_clear_message(monkeypatch, tmp_path):
         slides.vendor_into(tmp_path / "out")
 
 
+def test_decks_built_at_once_in_several_processes_share_one_complete_vendor_folder(monkeypatch, tmp_path):
+    """`course build` makes decks in parallel processes; each copies what the decks need into the
+    same ``_vendor`` folder when it is missing (a second copy into a half-made folder once failed
+    16_serving's deck with "File exists")."""
+    import multiprocessing
+
+    modules = tmp_path / "node_modules"
+    for name in ("a", "b"):
+        for i in range(300):
+            (modules / name / "dir" / f"{i}.js").parent.mkdir(parents=True, exist_ok=True)
+            (modules / name / "dir" / f"{i}.js").write_text("x" * 1000)
+    (modules / "one.js").write_text("one")
+    monkeypatch.setattr(slides, "NODE_MODULES", modules)
+    monkeypatch.setattr(slides, "VENDOR_FILES", (("a", "a"), ("b", "nested/b"), ("one.js", "one.js")))
+    start = multiprocessing.get_context("fork").Barrier(6)
+
+    def copy():
+        start.wait()
+        slides.vendor_into(tmp_path / "out")
+
+    workers = [multiprocessing.get_context("fork").Process(target=copy) for _ in range(6)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(60)
+    assert [w.exitcode for w in workers] == [0] * 6
+    vendor = tmp_path / "out" / "_vendor"
+    assert sorted(p.name for p in vendor.iterdir()) == ["a", "course.css", "nested", "one.js"]
+    assert len(list((vendor / "a" / "dir").iterdir())) == len(list((vendor / "nested" / "b" / "dir").iterdir())) == 300
+
+
 def _code_cell(source, outputs=(), tags=()):
     import nbformat
 

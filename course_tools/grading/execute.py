@@ -296,8 +296,8 @@ def _student_cell(r: Runner, ex: Execution, cell, index: int, deadline: float, t
     if run.status in ("timeout", "died"):
         if run.status == "timeout":
             r.kernel.interrupt()
-            if r.kernel.alive() and r.kernel.execute("pass", timeout=3).status == "ok":
-                return  # the interrupt stopped it; the kernel lives on
+            if r.kernel.alive() and r.kernel.execute("pass", timeout=3).status == "ok" and r.kernel.kill_strays():
+                return  # the interrupt stopped it and what it forked is gone; the kernel lives on
         r.restart_kernel(deadline)
         ex.notes.append(f"the kernel was restarted after cell {number} and the earlier cells run again")
 

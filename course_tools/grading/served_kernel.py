@@ -58,6 +58,7 @@ class ServedKernel(SandboxKernel):
             self.kernel_fd = None
         self.end_code = None
         self._connect(conn_file)
+        self.kept = self.baseline | set(children[:1])
 
     def prepare(self) -> Path:
         """A served kernel's submission folder, empty, for the next submission's files (a new

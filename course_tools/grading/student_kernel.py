@@ -20,7 +20,7 @@ from pathlib import Path
 
 import zmq
 
-from .sandbox import CellRun, Limits, descendants, is_kernel_python
+from .sandbox import CellRun, Limits, descendants, is_kernel_python, kill_until_gone
 from .sandboxed_process import WATCH_SECONDS, SandboxedProcess
 from .utf8 import valid_text
 
@@ -53,6 +53,7 @@ class SandboxKernel(SandboxedProcess):
         self.output_total = 0     # bytes of output kept so far in this notebook
         self.conn = None          # the kernel's connection folder (set by start)
         self.limit_hit = ""       # which sandbox-wide limit the watchdog enforced last
+        self.kept: set = set()    # processes of the sandbox that are not strays (bubblewrap's, the kernel)
 
     def start(self) -> None:
         work = self._new_work()
@@ -65,6 +66,7 @@ class SandboxKernel(SandboxedProcess):
                   "--HistoryManager.enabled=False"]
         self._popen(kernel, self.submission, self.tmp, conn_dir, cwd=self.submission)
         self._connect(conn_file)
+        self.kept = set(descendants(self.proc.pid))   # in a sandbox: bubblewrap's processes and the kernel
 
     def _connection_file(self) -> str:
         """A new connection file (fresh key and socket names) in the connection folder."""
@@ -134,6 +136,15 @@ class SandboxKernel(SandboxedProcess):
                         pass
         else:
             self.proc.send_signal(signal.SIGINT)
+
+    def kill_strays(self) -> bool:
+        """Kill every process of the submission but the kernel (what a cell that timed out forked
+        lives on after the interrupt stopped the cell: a fork bomb's copies loop on and take the
+        memory of the student's later cells); True when none is left."""
+        if self.proc is None:
+            return False
+        return kill_until_gone(lambda: {pid for pid in set(descendants(self.proc.pid)) - self.kept if _running(pid)},
+                               5) == 0
 
     def _watched(self) -> tuple:
         """The folders whose bytes count against the disk limit."""
@@ -218,6 +229,16 @@ class SandboxKernel(SandboxedProcess):
         else:
             run.outputs.append(out)
         return kept + size
+
+
+def _running(pid: int) -> bool:
+    """Whether a process exists and is not a zombie (killed, and not yet reaped by its parent: a
+    process a kernel forked stays a zombie until the kernel ends)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return False
 
 
 def _next_message(channel, msg_id: str) -> tuple[bool, dict | None]:

@@ -114,6 +114,25 @@ def test_a_kernel_that_dies_or_hangs_is_forked_again_from_the_same_template(slot
     assert kernel.template_pid == template
 
 
+def test_what_a_timed_out_cell_forked_is_gone_before_the_next_cell(slot):
+    """The interrupt stops the cell, not the processes it forked: a busy fork and a detached sleep
+    would take the CPU and memory of the student's later cells (a fork bomb's copies took the
+    memory limit of a later cell, whose exercise then lost its points)."""
+    run, kernel = slot
+    forks = ("import os, subprocess, time\nsubprocess.Popen(['setsid', 'sh', '-c', 'sleep 1000 &'])\n"
+             "busy = os.fork()\nif busy == 0:\n    os.setsid()\n    while True:\n        pass\ntime.sleep(60)")
+    # the busy fork is the kernel's child: killed, it stays a zombie (Z) until the kernel ends
+    count = ("try:\n    state = open(f'/proc/{busy}/stat').read().rsplit(')', 1)[1].split()[0]\n"
+             "except OSError:\n    state = 'gone'\nprint('BUSY FORK', 'ended' if state in ('Z', 'gone') else state)")
+    ex = run(_notebook(forks, LOOK, count))
+    assert any("timed out in cell 2" in note for note in ex.notes), ex.notes
+    assert not any("restarted" in note for note in ex.notes), ex.notes   # the kernel lived on
+    assert _seen(ex) == "SEEN ['notes.txt']\n", "a process the timed-out cell forked is still running"
+    printed = "".join(o.get("text", "") for outs in ex.outputs.values() for o in outs)
+    assert "BUSY FORK ended\n" in printed, printed
+    assert ex.verdicts["ex1_test"].passed
+
+
 @pytest.mark.parametrize("attack", ["os.kill(os.getppid(), signal.SIGSTOP)", "os.kill(os.getppid(), signal.SIGKILL)",
                                     "os.kill(os.getppid(), signal.SIGTERM); os.kill(os.getppid(), signal.SIGINT)"])
 def test_a_submission_that_signals_the_template_costs_only_its_own_sandbox(slot, attack):

@@ -8,9 +8,16 @@ checker the student's names are stand-ins that carry the source text of *functio
 class, :func:`shippable` asks the student's kernel for the text (a probe,
 :func:`course_lib.checks.probe.in_student_kernel`), which is untrusted text exactly like a
 function's: it runs only in the workers, and what they send back is judged in the caller.
+
+In the grader's checker (one process per submission) a check run again on the same shipped text
+with the same arguments, as a later test cell of the same exercise does to judge other
+properties of the same run, reuses the first run's result (:func:`once_per_submission`): the
+workers see only that text and those arguments, so the second run would repeat the first (a
+fresh seed aside) at the CPU cost of another multi-process launch.
 """
 from __future__ import annotations
 
+import copy
 import sys
 import types
 
@@ -60,6 +67,22 @@ def shippable(cls):
     name = getattr(cls, "__name__", None)
     source = in_student_kernel(_source_in_student_kernel)(name) if isinstance(name, str) else None
     return Shipped(str(name), source if isinstance(source, str) else None)
+
+
+_RESULTS: dict = {}   # the checker's runs of shipped texts: {(text, arguments): result}
+
+
+def once_per_submission(shipped, arguments: tuple, run):
+    """``run()``'s result, computed once per shipped text and ``arguments`` (a copy each time)
+    when ``shipped`` is the grader's stand-in (:class:`Shipped`: in the checker, which lives
+    for one submission); in a notebook, where a student runs a check again to see it again,
+    ``run()`` every time. A run that raises is not kept."""
+    if not isinstance(shipped, Shipped):
+        return run()
+    key = (shipped.__name__, shipped.__course_source__, arguments)
+    if key not in _RESULTS:
+        _RESULTS[key] = run()
+    return copy.deepcopy(_RESULTS[key])
 
 
 def switch_off(*classes) -> None:

@@ -180,3 +180,30 @@ def test_torchs_zero_redundancy_optimizer_holds_each_state_once():
     assert [sum(r["state_bytes"][i] > 0 for r in results) for i in range(len(unsharded))] == [1] * len(unsharded)
     assert sum(sum(r["state_bytes"]) for r in results) == sum(unsharded)
     assert all(r["max_difference"] < 1e-6 for r in results)
+
+
+def test_a_check_runs_once_per_shipped_text_and_arguments_in_the_checker():
+    from course_lib.checks.shipped import Shipped, once_per_submission
+    runs = []
+
+    def run():
+        runs.append(1)
+        return {"errors": [len(runs)]}
+
+    first = Shipped("Once", "class Once:\n    pass\n")
+    got = once_per_submission(first, (2, "mlp"), run)
+    got["errors"].append("changed by a test cell")
+    assert once_per_submission(first, (2, "mlp"), run) == {"errors": [1]} and len(runs) == 1   # a copy, not run again
+    assert once_per_submission(first, (4, "mlp"), run) == {"errors": [2]}                     # other arguments
+    assert once_per_submission(Shipped("Once", "class Once:\n    x = 1\n"), (2, "mlp"), run) == {"errors": [3]}
+    assert once_per_submission(HookedDDP, (2, "mlp"), run) == {"errors": [4]}                 # not in the checker
+    assert once_per_submission(HookedDDP, (2, "mlp"), run) == {"errors": [5]}
+
+    def fails():
+        runs.append(1)
+        raise RuntimeError("a worker failed")
+
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            once_per_submission(Shipped("Fails", "class Fails:\n    pass\n"), (2,), fails)
+    assert len(runs) == 7   # a run that raised is not kept

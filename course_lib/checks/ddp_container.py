@@ -31,7 +31,7 @@ from torch import nn
 from ..parallel import overlap
 from ..parallel.launch import PerRank, init_process_group, job_for, launch
 from ..parallel.worker import resolve
-from .shipped import shippable, switch_off
+from .shipped import once_per_submission, shippable, switch_off
 from .unanswered import refuse_unanswered
 from .worker_results import MalformedResult, difference, worst
 
@@ -145,15 +145,22 @@ def check_ddp(ddp_class, world: int = 2, model: str = "tied", batch: int = 6, ti
     async_op=True, "first_in_backward": [[the step's first all-reduce issued before backward
     ended] per rank], "call_bytes": [[the sizes of a step's all-reduces, sorted] per step] per rank,
     "expected_call_bytes": [per step] (one per gradient, or per bucket: :func:`bucket_bytes`),
-    "calls": the raw log per rank}``."""
+    "calls": the raw log per rank}``. In the grader's checker, a second call with the same class text
+    and arguments returns the first's result (:func:`.shipped.once_per_submission`)."""
+    shipped = shippable(ddp_class)
+    refuse_unanswered(shipped)   # its workers would end with a traceback of their own
+    return once_per_submission(shipped, (world, model, batch, bucket_size_mb),
+                               lambda: _run(shipped, world, model, batch, timeout, bucket_size_mb))
+
+
+def _run(shipped, world: int, model: str, batch: int, timeout: float, bucket_size_mb: float | None) -> dict:
+    """:func:`check_ddp`'s run: fresh data, the workers, the reference and the judgement."""
     seed = secrets.randbits(31)
     states = _starting_states(model, world, seed)
     schedule = SCHEDULE if bucket_size_mb is None else ALL_USED
     batches = [overlap.make_batch(model, batch * world, seed + 100 + step) for step in range(len(schedule))]
     shares = PerRank([[(X[r * batch:(r + 1) * batch], y[r * batch:(r + 1) * batch]) for X, y in batches]
                       for r in range(world)])
-    shipped = shippable(ddp_class)
-    refuse_unanswered(shipped)   # its workers would end with a traceback of their own
     results = launch(ddp_worker, world, job_for(shipped), model, PerRank(states), shares, schedule, timeout=timeout,
                      bucket_size_mb=bucket_size_mb)
     expected_final, expected = reference_training(model, states[0], batches, schedule)

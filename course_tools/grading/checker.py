@@ -321,7 +321,10 @@ def serve_checkers(channel: Channel) -> None:
     whether it ended clean: exit status 0 (a checker that started worker processes, which run
     student code, exits with 3) and nothing left behind. Requests: ``{"op": "preload", "code"}``
     (import statements, run once), ``{"op": "fork"}`` (answered by the new checker's
-    ``ready``, then, when it has ended, ``{"op": "idle", "clean": bool}``), ``{"op": "exit"}``."""
+    ``ready``, then, when it has ended, ``{"op": "idle", "clean": bool}``), ``{"op": "exit"}``.
+    With ``--plain`` (no sandbox: the build's round trip, the instructor's own code) nothing is
+    swept here: the grader kills each checker's process tree from outside (``CheckerProcess.finish``)
+    and this reports ``clean`` once it has reaped the checker."""
     channel.send({"op": "template"})
     while True:
         req = channel.receive()
@@ -338,7 +341,9 @@ def serve_checkers(channel: Channel) -> None:
             if pid == 0:
                 return
             _, status = os.waitpid(pid, 0)
-            channel.send({"op": "idle", "clean": _sweep() and status == 0})
+            # --plain (no sandbox): the grader killed the checker's tree from outside; this user's
+            # other processes are the machine's, not the sandbox's, and are never swept
+            channel.send({"op": "idle", "clean": True if "--plain" in sys.argv else _sweep() and status == 0})
         else:
             raise SystemExit(0)
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from .sandbox import SLOTS, Limits, _read_only_paths
+from .sandbox import SLOTS, Limits, _read_only_paths, descendants, kill_until_gone
 from .sandboxed_process import SIGNALS, WATCH_SECONDS, SandboxedProcess, empty_folder, signal_of
 from .utf8 import valid_text
 
@@ -27,8 +27,9 @@ class CheckerProcess(SandboxedProcess):
                  preload: str | None = None):
         super().__init__(limits, slot, sandbox, scratch, uid_offset=SLOTS)
         # a served checker: forked from a template that ran ``preload`` (import statements) once
-        # and serves the slot's submissions one after another (sandboxed only: see checker.serve_checkers)
-        self.preload = preload if sandbox else None
+        # and serves the slot's submissions one after another (see checker.serve_checkers; without
+        # a sandbox the template is told --plain and the grader ends each checker from outside)
+        self.preload = preload
         self.template_up = False    # a template runs in this sandbox (the served checker is its child)
         self.read_only = [Path(__file__).resolve().parent]   # bound read-only besides Python and the course
         self.buffer = bytearray()   # bytes read past the last full line
@@ -55,7 +56,8 @@ class CheckerProcess(SandboxedProcess):
             tmp = self.tmp = self._owned_dir(self._new_work() / "tmp")
             self.closed = False
             command = [str(Path(sys.executable).parent / "python"), "-I", "-u", str(here / "checker.py")]
-            self._popen(command + (["--template"] if self.preload is not None else []), None, tmp, None,
+            template = ["--template"] + ([] if self.sandbox else ["--plain"]) if self.preload is not None else []
+            self._popen(command + template, None, tmp, None,
                         read_only=self.read_only, cwd=tmp, pipes=True)
             self.template_up = self.preload is not None
             if self.template_up:
@@ -87,11 +89,19 @@ class CheckerProcess(SandboxedProcess):
         if not (self.template_up and self.alive() and not self.limit_hit and not self.broke):
             self.stop()
             return
-        try:
-            self.send({"op": "exit"})
-        except OSError:
-            self.stop()
-            return
+        if not self.sandbox:
+            # no sandbox (the instructor's own code): the checker and whatever it started are the
+            # template's descendants, killed from outside while they are still in its tree (no
+            # finalization); the plain template reports what it reaped (see checker.serve_checkers)
+            if kill_until_gone(lambda: set(descendants(self.proc.pid)), 5):
+                self.stop()
+                return
+        else:
+            try:
+                self.send({"op": "exit"})
+            except OSError:
+                self.stop()
+                return
         idle = self.receive(10)
         if not (idle and idle.get("op") == "idle" and idle.get("clean") is True):
             self.stop()
@@ -178,7 +188,10 @@ class CheckerProcess(SandboxedProcess):
 def served_checker(limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None) -> CheckerProcess:
     """A checker for one slot's submissions, each forked from one template that imported the
     modules the lesson's setup cells import (``checker.serve_checkers``): a class pays those
-    imports once per slot, not once per student. Pass it to ``execute_submission`` for each."""
+    imports once per slot, not once per student. Without a sandbox (the build's round trip: the
+    instructor's own code, so a template shared by its submissions is acceptable) the template is a
+    plain subprocess with the same rlimits, and each checker is killed from outside when done
+    with (``CheckerProcess.finish``). Pass it to ``execute_submission`` for each."""
     preload = import_statements(code for _, code in lesson["setup"])
     return CheckerProcess(limits, slot, sandbox, scratch, preload=preload)
 

@@ -81,8 +81,9 @@ def _grade_all(run: LessonRun, todo: list[str], stop: threading.Event, done: dic
     def job(student: str) -> None:
         if stop.is_set():
             return
-        with lock:
-            slot = free.pop()
+        with lock:   # the lowest free slot: slot 0's templates are warm from the plan's run of the reference
+            slot = min(free, key=lambda s: s.index)
+            free.remove(slot)
         try:
             result = grade_one(student, run, slot)
             if not stop.is_set():

@@ -8,6 +8,14 @@ template (it knows them from outside, by the process tree, and checks that none 
 template removes what was left in System V IPC and ``/dev/shm``, and the grader empties the
 submission folder, ``/tmp`` (but the mount points bubblewrap made there) and the connection
 folder; anything short of that stops the sandbox, and the next submission starts a fresh one.
+
+Without a sandbox (``sandbox=False``: the build's round trip, whose reference and blank release
+are the instructor's own code, so one template shared by them is acceptable) the template runs
+as a plain subprocess with the same rlimits, its kernels in the submission folder itself
+(``kernel_template --folder``), and between two submissions the grader kills the kernel's
+process tree (the template's descendants) from outside and empties the same folders; the
+machine's ``/dev/shm`` and System V IPC are not the template's to clean. That saves the build a
+kernel's imports per submission, and a killed kernel no interpreter finalization.
 """
 from __future__ import annotations
 
@@ -33,8 +41,8 @@ class ServedKernel(SandboxKernel):
     """A sandboxed kernel forked from a template that ran ``preload`` (import statements) once;
     its submission folder is its own (``prepare``), and ``finish`` ends one submission's kernel."""
 
-    def __init__(self, limits: Limits, slot: int, scratch: Path | None, preload: str):
-        super().__init__(None, limits, slot, True, scratch)
+    def __init__(self, limits: Limits, slot: int, scratch: Path | None, preload: str, sandbox: bool = True):
+        super().__init__(None, limits, slot, sandbox, scratch)
         self.preload = preload
         self.template_pid = None  # the template's process id outside the sandbox, while it runs
         self.baseline: set = set()   # the sandbox's processes before any kernel (bubblewrap's, the template)
@@ -84,6 +92,8 @@ class ServedKernel(SandboxKernel):
         work = self._new_work()
         self.conn, self.tmp = self._owned_dir(work / "conn"), self._owned_dir(work / "tmp")
         command = [str(Path(sys.executable).parent / "python"), "-u", str(TEMPLATE)]
+        if not self.sandbox:   # a plain subprocess: its kernels' folder is the submission folder itself
+            command += ["--folder", str(self.submission)]
         self._popen(command, self.submission, self.tmp, self.conn, read_only=[TEMPLATE], cwd=self.submission,
                     pipes=True)
         hello = self._receive(self.limits.startup_seconds)
@@ -92,6 +102,9 @@ class ServedKernel(SandboxKernel):
             done = self._receive(max(self.limits.startup_seconds, 120.0))
             if done and done.get("op") == "done":
                 self.baseline = set(descendants(self.proc.pid))
+                if not self.sandbox:   # the process started is the template itself
+                    self.template_pid = self.proc.pid
+                    return
                 pythons = [pid for pid in self.baseline if _comm(pid).startswith("python")]
                 if len(pythons) == 1:
                     self.template_pid = pythons[0]
@@ -224,13 +237,11 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def served_kernel(limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None) -> ServedKernel | None:
+def served_kernel(limits: Limits, lesson: dict, slot: int, sandbox: bool, scratch: Path | None) -> ServedKernel:
     """A kernel for one slot's submissions, each forked from one template that imported ipykernel
-    and the modules the lesson's setup cells import; None without a sandbox (a plain kernel per
-    submission then). Put each submission's files into ``prepare()``, pass the kernel to
-    ``execute_submission``."""
-    if not sandbox:
-        return None
+    and the modules the lesson's setup cells import; in bubblewrap, or without a sandbox as a plain
+    subprocess (only for the instructor's own code: see the module's docstring). Put each
+    submission's files into ``prepare()``, pass the kernel to ``execute_submission``."""
     from .checker_process import import_statements
 
-    return ServedKernel(limits, slot, scratch, import_statements(code for _, code in lesson["setup"]))
+    return ServedKernel(limits, slot, scratch, import_statements(code for _, code in lesson["setup"]), sandbox)

@@ -65,3 +65,46 @@ def test_a_hidden_part_finds_what_its_own_cell_defined_not_a_later_cells_namesak
     ex = execute_directly(nb, LIMITS)
     assert {gid: v.passed for gid, v in ex.verdicts.items()} == {"ex1_test": True, "ex2_test": True,
                                                                  "ex3_test": True}, (ex.verdicts, ex.notes)
+
+
+def test_without_a_sandbox_one_slot_serves_its_submissions_from_one_template_each():
+    """Without bubblewrap (the build's round trip: the instructor's own code) a slot's kernels and
+    checkers are still forked from one template each, so the build pays the lesson's imports once;
+    what one submission's kernel left in its folder, and the processes it started, are gone before
+    the next one's kernel runs, and a test cell is judged as in a fresh kernel."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from course_tools.grading.checker_process import served_checker
+    from course_tools.grading.execute import execute_submission
+    from course_tools.grading.plan import lesson_facts
+    from course_tools.grading.served_kernel import served_kernel
+
+    look = ("import os, json\nprint('SEEN', sorted(os.listdir('.')), hasattr(json, 'EARLIER'), "
+            "[p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read() "
+            "== b'sleep\\x00987\\x00'])")
+    leave = ("import json, subprocess\njson.EARLIER = True\nopen('left', 'w').write('x')\n"
+             "subprocess.Popen(['sleep', '987'])")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [_cell("import json"), _cell(look), _cell(leave),
+                _cell("def answer():\n    return 42\n", gid="ex1", solution=True, grade=False),
+                _test("ex1_test", "assert answer() == 42")]
+    scratch = Path(tempfile.mkdtemp(prefix="course-plain-"))
+    facts = lesson_facts(nb)
+    checker, kernel = served_checker(LIMITS, facts, 0, False, scratch), served_kernel(LIMITS, facts, 0, False, scratch)
+    try:
+        seen, templates = [], []
+        for _ in range(2):
+            folder = kernel.prepare()
+            ex = execute_submission(nb, folder, LIMITS, facts, 0, False, scratch, checker, kernel)
+            assert ex.verdicts["ex1_test"].passed, (ex.notes, ex.verdicts)
+            seen.append(next(o["text"] for outs in ex.outputs.values() for o in outs
+                             if o.get("text", "").startswith("SEEN")))
+            templates.append((kernel.template_pid, checker.proc.pid))
+        assert seen == ["SEEN [] False []\n"] * 2, seen
+        assert templates[0] == templates[1] and None not in templates[0], "the templates were not served again"
+    finally:
+        kernel.close()
+        checker.stop()
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -74,6 +74,19 @@ class CheckerProcess(SandboxedProcess):
         if wait:
             self.wait_ready()
 
+    def add_preload(self, code: str) -> None:
+        """Import statements the template has not run yet: sent now when it runs (its ``done`` is
+        read by ``wait_ready``), and run at its start otherwise (``plain_templates``)."""
+        new = [line for line in code.splitlines() if line not in (self.preload or "").splitlines()]
+        if not new:
+            return
+        self.preload = "\n".join([*(self.preload or "").splitlines(), *new])
+        if self.template_up and self.alive():
+            try:
+                self.send({"op": "preload", "code": "\n".join(new)})
+            except OSError:
+                self.stop()
+
     def wait_ready(self) -> None:
         """Wait for the checker's ``ready`` (after a new template's own messages)."""
         ready = self.receive(self.limits.startup_seconds)

@@ -87,7 +87,8 @@ class LessonRun:
     reference solution's graded submission once the plan has graded it in this run (None when
     the plan was cached). ``checkers``: each slot's served checker, started with its first
     submission (stopped with every sandbox when the run ends); ``kernels`` likewise, each
-    slot's served kernel (``served_kernel.served_kernel``)."""
+    slot's served kernel (``served_kernel.served_kernel``). Without a sandbox both are borrowed
+    from ``plain_templates`` and given back when the run ends."""
     course: CourseDir
     lesson: str
     source_nb: Any
@@ -107,7 +108,7 @@ class LessonRun:
     slots: list[Slot]
     reference: Any = field(default=None)
     checkers: dict = field(default_factory=dict)   # slot index -> its served checker (execute.served_checker)
-    kernels: dict = field(default_factory=dict)    # slot index -> its served kernel (None without a sandbox)
+    kernels: dict = field(default_factory=dict)    # slot index -> its served kernel
 
 
 def lesson_run(course: CourseDir, lesson: str, blank_nb, options: GradeOptions, intake_notes: dict) -> LessonRun:

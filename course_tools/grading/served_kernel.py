@@ -80,6 +80,19 @@ class ServedKernel(SandboxKernel):
         self.submission = self._owned_dir(Path(self._mkdtemp("kernel-")) / "submission")
         return self.submission
 
+    def add_preload(self, code: str) -> None:
+        """Import statements the template has not run yet: run now when it runs, and at its start
+        otherwise (a template kept for the next lesson: ``plain_templates``)."""
+        new = [line for line in code.splitlines() if line not in self.preload.splitlines()]
+        if not new:
+            return
+        self.preload = "\n".join([*self.preload.splitlines(), *new])
+        if self.template_pid and SandboxedProcess.alive(self):
+            self._send({"op": "preload", "code": "\n".join(new)})
+            done = self._receive(max(self.limits.startup_seconds, 120.0))
+            if not (done and done.get("op") == "done"):
+                self.stop()
+
     def _mkdtemp(self, prefix: str) -> str:
         if self.scratch:
             self.scratch.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,90 @@
+"""Templates kept between grading runs without a sandbox (``sandbox=False``: the build's round
+trip, whose submissions are the instructor's own code, or ``course grade
+--no-sandbox-i-trust-this-code``: code the grader was told to trust; so one template serving
+them all is acceptable, and nothing here defends it against the code it serves). A run's slot
+borrows a served kernel and a served checker (``lend``) and gives them back when the run ends
+(``take_back``), so the next lesson graded in this process (a ``course build`` worker grades one
+lesson after another) forks from templates that imported torch, ipykernel and the earlier
+lessons' modules already; each lesson's own import statements are added to them
+(``add_preload``). Between two submissions the kernel's and the checker's process trees are
+killed from outside as in one run (``served_kernel``, ``CheckerProcess.finish``).
+
+With a sandbox nothing is kept: each run starts its own templates, as its sandbox users'. The kept
+templates live in a scratch folder of this process, and are killed (SIGKILL: no interpreter
+finalization) and their folder removed when the process exits; a template whose owner died ends
+when its stdin closes.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import tempfile
+import threading
+from multiprocessing import util
+from pathlib import Path
+
+from . import sandboxed_process
+from .checker_process import CheckerProcess
+from .served_kernel import ServedKernel
+
+MAX_KEPT = 4        # templates kept at most (each holds torch: a few hundred MiB)
+_KEPT: list = []    # (key, served kernel or checker), oldest first
+_LOCK = threading.Lock()
+_SCRATCH: list[Path] = []
+
+
+def _scratch() -> Path:
+    """This process's scratch folder for kept templates (short: the kernels' Unix sockets live
+    under it; named as ``lesson_run.scratch_folder`` names one in the temporary folder, so a later
+    run removes it when this process was killed outright)."""
+    with _LOCK:
+        if not _SCRATCH:
+            name = f"course-grade-{socket.gethostname()[:20]}-{os.urandom(3).hex()}-{os.getpid()}"
+            _SCRATCH.append(Path(tempfile.gettempdir()) / name)
+            util.Finalize(None, _close_all, exitpriority=10)
+        return _SCRATCH[0]
+
+
+def lend(kind: str, limits, preload: str):
+    """A served ``"kernel"`` or ``"checker"`` without a sandbox, with ``limits``, whose template
+    has run (or will run at its start) ``preload``: a kept one when there is one, else a new one."""
+    key = (kind, repr(limits))
+    with _LOCK:
+        kept = next((i for i, (k, _) in enumerate(_KEPT) if k == key), None)
+        served = _KEPT.pop(kept)[1] if kept is not None else None
+    if served is None:
+        scratch = _scratch()
+        if kind == "kernel":
+            return ServedKernel(limits, 0, scratch, preload, sandbox=False)
+        return CheckerProcess(limits, 0, False, scratch, preload=preload)
+    if served.proc is not None:
+        with sandboxed_process._LIVE_LOCK:   # killed with the run's sandboxes on SIGTERM
+            sandboxed_process.LIVE.add(served)
+    served.add_preload(preload)
+    return served
+
+
+def take_back(served) -> None:
+    """Keep a borrowed kernel or checker for the next run (no run uses it meanwhile: it leaves the
+    live sandboxes); the oldest kept beyond ``MAX_KEPT`` is closed."""
+    if served.proc is not None and served.proc.poll() is not None:
+        served.stop()     # killed (SIGTERM) or ended: a fresh template at its next start
+    with sandboxed_process._LIVE_LOCK:
+        sandboxed_process.LIVE.discard(served)
+    key = ("kernel" if isinstance(served, ServedKernel) else "checker", repr(served.limits))
+    with _LOCK:
+        _KEPT.append((key, served))
+        old = _KEPT.pop(0)[1] if len(_KEPT) > MAX_KEPT else None
+    if old is not None:
+        old.close()
+
+
+def _close_all() -> None:
+    with _LOCK:
+        kept, _KEPT[:] = list(_KEPT), []
+        scratch = list(_SCRATCH)
+    for _, served in kept:
+        served.close()
+    for folder in scratch:
+        shutil.rmtree(folder, ignore_errors=True)

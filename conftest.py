@@ -24,6 +24,13 @@ def pytest_configure(config):
     register_lesson_markers(config)
 
     ensure_loopback()  # notebook kernels and gloo talk over 127.0.0.1 (down under `unshare -n`)
+    if config.pluginmanager.hasplugin("nbval"):
+        import nbval.kernel
+
+        from course_tools.warm_kernels import WarmKernelManager
+
+        # nbval's kernels forked from a template that imported torch, NumPy, pyplot and ipykernel once
+        nbval.kernel.KernelManager = WarmKernelManager   # (course_tools/warm_kernels.py; nbval has no option)
     try:
         import torch
 

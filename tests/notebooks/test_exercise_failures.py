@@ -30,6 +30,7 @@ from scratch_course import cell, edited, solutions
 from course_tools.grading.cells import is_test_cell
 from course_tools.grading.nbgrader_course import CourseDir, release
 from course_tools.paths import NOTEBOOKS
+from course_tools.warm_kernels import AsyncWarmKernelManager
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 MAX_LINES = 4   # the message and at most three of the student's lines
@@ -105,8 +106,10 @@ def _as_a_student(folder):
         retried.append(nbformat.v4.new_code_cell(cell(nb, test).source,
                                                  metadata={"retried": test, "expected": expected}))
         nb.cells.append(retried[-1])
-    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(folder)}}).execute()
+    # a kernel forked from a template that imported torch, NumPy and ipykernel (warm_kernels), killed
+    # once the last cell's outputs are in (a graceful exit of an interpreter with torch costs 1 s of CPU)
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True, shutdown_kernel="immediate",
+                   kernel_manager_class=AsyncWarmKernelManager, resources={"metadata": {"path": str(folder)}}).execute()
     return blank_tests, retried
 
 

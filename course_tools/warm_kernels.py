@@ -4,10 +4,12 @@ a template process that has already imported ipykernel, torch, NumPy and pyplot.
 
 A kernel started the ordinary way (``python -m ipykernel_launcher -f conn.json``) spends about
 3.3 s of CPU on those imports on the course's 2-core machine (torch 2.0, NumPy with pyplot 0.8,
-ipykernel 0.5); a fork of the template spends a few hundredths. The template runs no notebook code
-and no torch operation (so no thread pool exists when it forks: it has one thread); each kernel
-is a fresh process that starts from the state the template reached after its imports, and never
-sees anything of another notebook's kernel.
+ipykernel 0.5). Measured on a loaded machine, a notebook that imports the three cost 5.4 CPU-s
+in a kernel started the ordinary way and 0.7 CPU-s in a forked one (ipykernel's own start: its
+shell and channels), after the template's one start (about the cost of one ordinary kernel).
+The template runs no notebook code and no torch operation (so no thread pool exists when it
+forks: it has one thread); each kernel is a fresh process that starts from the state the
+template reached after its imports, and never sees anything of another notebook's kernel.
 
 Use ``WarmKernelManager`` (or ``AsyncWarmKernelManager``) wherever a ``jupyter_client`` kernel
 manager is made; its provisioner forks a kernel when the launch is the ordinary one

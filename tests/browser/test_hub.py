@@ -55,6 +55,8 @@ CHROMIUM = "/usr/lib/chromium/chromium"  # the binary behind Debian's /usr/bin/c
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
+# JupyterLab's layout at a laptop's size: fewer pixels for the headless browser to draw
+VIEWPORT = {"width": 1200, "height": 760}
 SPAWN_MS = 300_000  # a JupyterLab start on a busy 2-core machine
 
 
@@ -141,6 +143,28 @@ def _entered_by_others(path: Path) -> bool:
     return all(p.stat().st_mode & 0o001 for p in [*path.parents, path] if p.is_dir())
 
 
+def _link_but(source: Path, target: Path, empty: list[Path]) -> None:
+    """``link_or_copy`` of ``source`` to ``target``, but the folders ``empty`` (inside ``source``)
+    are made empty: a venv without the system's site-packages never reads its base's, which on
+    this project's machines holds ~51,000 files that linking and removing again cost ~4 CPU-s."""
+    inside = [e for e in empty if e.is_relative_to(source)]
+    if not inside:
+        link_or_copy(source, target)
+        return
+    target.mkdir()
+    shutil.copystat(source, target)
+    if source in inside:
+        return
+    whole = [entry for entry in source.iterdir() if not any(e.is_relative_to(entry) for e in inside)]
+    if whole and subprocess.run(["cp", "-al", *map(str, whole), str(target)], capture_output=True).returncode:
+        for entry in whole:  # another file system: copies, one by one
+            shutil.rmtree(target / entry.name, ignore_errors=True)
+            link_or_copy(entry, target / entry.name)
+    for entry in source.iterdir():
+        if entry not in whole:
+            _link_but(entry, target / entry.name, inside)
+
+
 def _runnable_base(venv: Path, spare: Path) -> None:
     """Make the copied environment's interpreter one that other accounts can run. On this
     project's machines .venv is built on pyenv's Python under /root (mode 0700), which the
@@ -151,7 +175,9 @@ def _runnable_base(venv: Path, spare: Path) -> None:
     if _entered_by_others(base.parent):
         return
     prefix = base.parent.parent
-    link_or_copy(prefix, spare)
+    unread = [] if "include-system-site-packages = true" in (venv / "pyvenv.cfg").read_text() else \
+        list(prefix.glob("lib/python3*/site-packages"))
+    _link_but(prefix, spare, unread)
     exe = spare / "bin" / base.name
     old_rpath = f"{prefix}/lib".encode() + b"\0"
     data = exe.read_bytes()
@@ -229,20 +255,20 @@ class Person:
 
     def __init__(self, browser, hub, user: str):
         self.user, self.hub = user, hub
-        self.context = browser.new_context(viewport={"width": 1400, "height": 900})
+        self.context = browser.new_context(viewport=VIEWPORT)
         self.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=hub["base"])
         self.page = self.context.new_page()
         self.remote = []
-        self.page.route("**/*", self._route)
+        # only what is not the hub comes to Python (matched in Playwright's driver): a handler
+        # for every request had the browser hold each of JupyterLab's hundreds of requests for
+        # a round trip through the driver and this process
+        elsewhere = re.compile(rf"^(?!{re.escape(hub['base'])}/|data:|blob:)")
+        self.page.route(elsewhere, self._route)
         self.page.set_default_timeout(60_000)
 
     def _route(self, route):
-        url = route.request.url
-        if url.startswith((self.hub["base"], "data:", "blob:")):
-            route.continue_()
-        else:
-            self.remote.append(url)
-            route.abort("internetdisconnected")
+        self.remote.append(route.request.url)
+        route.abort("internetdisconnected")
 
     def shot(self, name: str) -> None:
         SHOTS.mkdir(parents=True, exist_ok=True)

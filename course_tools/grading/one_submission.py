@@ -91,7 +91,7 @@ def _executed(sub: Submission, run: LessonRun, slot: Slot) -> None:
         run.kernels[slot.index] = plain_templates.lend("kernel", run.limits, preload)
     checker, kernel = run.checkers[slot.index], run.kernels[slot.index]
     work = slot.fresh_folder()
-    folder = kernel.prepare() if kernel else work / "submission"   # no sandbox: no served kernel
+    folder = kernel.prepare()
     try:
         copy_files(sub.folder, folder, sub.files, slot.uid)
         sub.ex = execute_submission(sub.nb, folder, run.limits, run.facts, slot.index, run.sandbox, run.scratch,

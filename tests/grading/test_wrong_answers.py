@@ -274,9 +274,9 @@ def _run_trial(lesson: Path, trial):
     scratch = Path(tempfile.mkdtemp(prefix="course-wrong-"))
     facts = lesson_facts(trial)
     checker = served_checker(LIMITS, facts, 0, sandboxed, scratch)
-    kernel = served_kernel(LIMITS, facts, 0, sandboxed, scratch)   # None without a sandbox
+    kernel = served_kernel(LIMITS, facts, 0, sandboxed, scratch)   # a plain subprocess's template without a sandbox
     try:
-        folder = kernel.prepare() if kernel else scratch / "submission"
+        folder = kernel.prepare()
         shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"),
                         dirs_exist_ok=True)
         uid = sandbox_uid(0) if sandboxed else None
@@ -286,8 +286,7 @@ def _run_trial(lesson: Path, trial):
         return execute_submission(trial, folder, LIMITS, facts, slot=0, sandbox=sandboxed, scratch=scratch,
                                   checker=checker, kernel=kernel)
     finally:
-        if kernel is not None:
-            kernel.close()
+        kernel.close()
         checker.stop()
         shutil.rmtree(scratch, ignore_errors=True)
 

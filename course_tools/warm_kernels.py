@@ -24,9 +24,9 @@ manager is made; its provisioner forks a kernel when the launch is the ordinary 
 * ipykernel's inline matplotlib backend: the template imports pyplot with ``MPLBACKEND`` set as
   ipykernel sets it, and never imports the backend itself (it hooks into the kernel's shell when
   the first figure is drawn);
-* NumPy's global random state reseeded from the OS (a fork would repeat the template's); Python's
-  ``random`` reseeds itself at a fork; torch's default generator starts from its fixed default
-  seed in any fresh process. (The one thing shared is the interpreter's hash seed.)
+* NumPy's global random state and torch's CPU generator reseeded from the OS (each import seeds
+  them so: a fork would repeat the template's); Python's ``random`` reseeds itself at a fork. (The
+  one thing shared is the interpreter's hash seed.)
 
 Templates are keyed by the interpreter and the launch's environment (the variables the preloaded
 modules read at import, e.g. ``OMP_NUM_THREADS`` or ``MPLBACKEND``, are then the same as in an
@@ -36,188 +36,34 @@ kernel gets SIGKILL when its template dies (``PR_SET_PDEATHSIG``). The owner pol
 kills a kernel through a pidfd and the process group; the template reaps it and reports its exit
 code. A child forked from the owner (``multiprocessing`` with fork) drops the owner's templates.
 
-Run by path (``python warm_kernels.py``) this file is a template: it speaks over its stdin, an
-AF_UNIX SOCK_SEQPACKET socket, one JSON object a message (see ``_serve``).
+The template is ``warm_template.py``, run by path.
 """
 from __future__ import annotations
 
-import atexit
-import ctypes
 import json
 import os
 import select
 import signal
 import socket
+import subprocess
 import sys
-import traceback
+import threading
+import time
+import uuid
+from typing import Any
 
-PRELOAD = ("torch", "numpy", "matplotlib.pyplot", "ipykernel.kernelapp", "ipykernel.ipkernel")
-INLINE = "module://matplotlib_inline.backend_inline"   # the backend ipykernel sets when none is
+from jupyter_client.manager import AsyncKernelManager, KernelManager
+from jupyter_client.provisioning import LocalProvisioner
+
+from . import warm_template
+from .warm_template import MAX_MESSAGE
+
 # environment that differs between launches (pytest's names the test that runs) and that no
 # preloaded module reads at import: not part of a template's key (the kernel still gets it)
 PER_LAUNCH = ("JPY_PARENT_PID", "JPY_SESSION_NAME", "PYTEST_CURRENT_TEST")
-MAX_MESSAGE = 1 << 20      # bytes of one control message (the environment is the largest part)
 MAX_TEMPLATES = 2          # templates (distinct environments) one process keeps
 START_SECONDS = 120.0      # for a template's imports, on a loaded 2-core machine
 REPLY_SECONDS = 30.0       # for a fork's answer and for an ended kernel's exit code
-PR_SET_PDEATHSIG = 1
-
-
-# ---------------------------------------------------------------------------------------------
-# The template (this file run by path)
-# ---------------------------------------------------------------------------------------------
-
-def _send(sock: socket.socket, obj: dict) -> None:
-    sock.send(json.dumps(obj).encode())
-
-
-def _become_kernel(sock: socket.socket, req: dict, fds: list, ready: int, kernels: dict) -> None:
-    """In the forked child: become ``python -m ipykernel_launcher`` as the ordinary launch would
-    have started it; never returns."""
-    code = 1
-    try:
-        os.setsid()
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != req["template"]:   # the template died before the line above
-            os._exit(1)
-        os.write(ready, b"k")                 # the template answers "forked" only now
-        os.close(ready)
-        os.close(sock.detach())
-        for fd in kernels:                    # pidfds of the template's other kernels
-            os.close(fd)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-        for fd in set(fds):
-            if fd > 2:
-                os.close(fd)
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGCHLD):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGPIPE, signal.SIG_IGN)   # as Python sets it at start
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        os.chdir(req["cwd"])
-        os.environ.clear()
-        os.environ.update(req["env"])
-        os.environ["JPY_PARENT_PID"] = str(os.getppid())
-        sys.argv = list(req["argv"])
-        sys.orig_argv = list(req["orig_argv"])
-        # random states that an import seeds from the OS: a fork would repeat the template's
-        # (Python's random reseeds itself at a fork)
-        numpy, torch = sys.modules.get("numpy"), sys.modules.get("torch")
-        if numpy is not None:
-            numpy.random.seed()
-        if torch is not None:
-            torch.default_generator.seed()    # the CPU generator; CUDA's start in this process
-        kernelapp = sys.modules["ipykernel.kernelapp"]   # preloaded
-        try:
-            kernelapp.launch_new_instance()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        # what a normal exit runs, without the interpreter's teardown (1 s of CPU after torch)
-        atexit._run_exitfuncs()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:  # noqa: BLE001 - a closed stream at exit
-                pass
-    except BaseException:  # noqa: BLE001 - anything: the kernel ends with code 1
-        traceback.print_exc()
-    finally:
-        os._exit(code)
-
-
-def _fork(sock: socket.socket, req: dict, fds: list, kernels: dict) -> None:
-    """Fork one kernel for a ``fork`` request; answer ``forked`` with its pid, or ``failed``."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(ready_r)
-        _become_kernel(sock, req, fds, ready_w, kernels)
-    os.close(ready_w)
-    for fd in set(fds):
-        os.close(fd)
-    started = os.read(ready_r, 1) == b"k"
-    os.close(ready_r)
-    kernels[os.pidfd_open(pid)] = pid
-    if started:
-        _send(sock, {"op": "forked", "id": req.get("id"), "pid": pid})
-    else:
-        _send(sock, {"op": "failed", "id": req.get("id"), "error": "the forked kernel ended before it started"})
-
-
-def _serve(sock: socket.socket) -> None:
-    """Preload, answer ``ready``, then serve until the owner closes its end. Requests:
-    ``{"op": "fork", "id", "template", "argv", "orig_argv", "cwd", "env"}`` with three file
-    descriptors (stdin, stdout, stderr); answers: ``forked`` (``pid``) or ``failed`` (``error``),
-    and ``ended`` (``pid``, ``code``: exit code, negative for a signal) once a kernel is reaped."""
-    for name in PRELOAD:
-        __import__(name)
-    _send(sock, {"op": "ready", "pid": os.getpid()})
-    kernels: dict = {}   # pidfd -> pid, kernels that have not ended yet
-    while True:
-        readable, _, _ = select.select([sock, *kernels], [], [])
-        for fd in readable:
-            if fd is sock:
-                try:
-                    data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 3)
-                except OSError:
-                    data, fds = b"", []
-                if not data:   # the owner is gone: so are its kernels
-                    for pid in kernels.values():
-                        try:
-                            os.killpg(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
-                    os._exit(0)
-                req = json.loads(data)
-                if req.get("op") == "fork" and len(fds) == 3:
-                    _fork(sock, req, fds, kernels)
-                else:
-                    for extra in fds:
-                        os.close(extra)
-                    _send(sock, {"op": "failed", "id": req.get("id"), "error": "not a fork request"})
-            else:
-                pid = kernels.pop(fd)
-                os.close(fd)
-                _, status = os.waitpid(pid, 0)
-                _send(sock, {"op": "ended", "pid": pid, "code": os.waitstatus_to_exitcode(status)})
-
-
-def _template_main() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
-    sys.path[:] = [p for p in sys.path if p != here]   # as the launcher removes its own entry
-    signal.signal(signal.SIGINT, signal.SIG_IGN)        # the owner's Ctrl-C; it closes the socket
-    # ipykernel reads JPY_PARENT_PID when it is imported (the parent poller's default): the
-    # kernels' parent is this process
-    os.environ["JPY_PARENT_PID"] = str(os.getpid())
-    if not os.environ.get("MPLBACKEND"):
-        os.environ["MPLBACKEND"] = INLINE                # as ipykernel sets it, before pyplot reads it
-    sock = socket.socket(fileno=os.dup(0))
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    try:
-        _serve(sock)
-    finally:
-        os._exit(1)
-
-
-if __name__ == "__main__":
-    _template_main()
-
-
-# ---------------------------------------------------------------------------------------------
-# The owner's side: templates, forked kernels, and the jupyter_client classes
-# ---------------------------------------------------------------------------------------------
-
-import subprocess  # noqa: E402 - the owner's side only
-import threading  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from typing import Any  # noqa: E402
-
-from jupyter_client.manager import AsyncKernelManager, KernelManager  # noqa: E402
-from jupyter_client.provisioning import LocalProvisioner  # noqa: E402
 
 
 class TemplateError(RuntimeError):
@@ -234,7 +80,7 @@ class Template:
         self.next_id = 0
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self.proc = subprocess.Popen([python, os.path.abspath(__file__)], stdin=theirs, env=env,
+            self.proc = subprocess.Popen([python, os.path.abspath(warm_template.__file__)], stdin=theirs, env=env,
                                          stdout=subprocess.DEVNULL, start_new_session=True)
         finally:
             theirs.close()

@@ -365,10 +365,10 @@ def main() -> None:
     if "--template" in sys.argv:
         try:
             serve_checkers(channel)
-        except SystemExit:
-            if "--plain" in sys.argv:   # its owner is gone or done with it: no finalization
-                os._exit(0)
-            raise
+        except SystemExit:   # its owner is gone or done with it: no interpreter finalization
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
     spaces = {"": {"__name__": "__main__", "__builtins__": builtins}}
     channel.send({"op": "ready"})
     while True:

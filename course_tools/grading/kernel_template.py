@@ -188,5 +188,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-    if PLAIN:   # its owner is gone or done with it: no interpreter finalization (about 1 s of CPU with torch)
-        os._exit(0)
+    # its owner is gone or done with it: no interpreter finalization (about 1 CPU-s and 2 s with
+    # torch imported); in the sandbox whatever is left goes with it
+    sys.stderr.flush()
+    os._exit(0)

@@ -108,6 +108,14 @@ def wrong_answers(lesson: Path, kind: str = "WRONG_ANSWERS") -> dict | None:
     return out
 
 
+def _said(verdict) -> str:
+    """What a test cell's verdict showed (its error lines), for a failure message."""
+    if verdict is None:
+        return "no verdict: the cell did not run"
+    return " | ".join(f"{o.get('ename', '')}: {o.get('evalue', '')}" if o.get("output_type") == "error"
+                      else str(o.get("text", ""))[-300:] for o in verdict.outputs)[-600:]
+
+
 def _gid(cell):
     return cell.metadata.get("nbgrader", {}).get("grade_id")
 
@@ -239,7 +247,8 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson):
     ex = _run_trial(lesson, trial)
     passed = {gid: v.passed for gid, v in ex.verdicts.items()}
     failed_reference = [_gid(c) for c in nb.cells if is_test_cell(c) and not passed.get(_gid(c))]
-    assert not failed_reference, f"the reference solution fails test cells {failed_reference}: {ex.notes[:3]}"
+    assert not failed_reference, (f"the reference solution fails test cells {failed_reference}: {ex.notes[:3]}; "
+                                  f"they said: {[_said(ex.verdicts.get(g)) for g in failed_reference]}")
     kept_marks = [label for label, gids in trials.items()
                   if label not in blanks and all(passed.get(g) for g in gids)]
     blank_passing = [g for label in blanks for g in trials[label] if passed.get(g)]

@@ -72,12 +72,24 @@ def _why_no_slurm() -> str | None:
     """Why this machine cannot run the test's cluster (None: it can, Slurm installed now)."""
     tools = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "slurmctld", "slurmd", "munged")
     if all(shutil.which(t) for t in tools):
-        return None if os.geteuid() == 0 else "slurmctld and slurmd run as root in this test; not root here"
+        if os.geteuid() != 0:
+            return "slurmctld and slurmd run as root in this test; not root here"
+        return _why_no_address()
     if os.geteuid() != 0:
         return "Slurm is not installed and only root can install it (apt-get install slurm-wlm munge)"
     if not shutil.which("apt-get"):
         return "Slurm is not installed and there is no apt-get to install Debian's slurm-wlm and munge"
     return _apt_install()
+
+
+def _why_no_address() -> str | None:
+    """Slurm resolves its hosts with AI_ADDRCONFIG, which finds no IPv4 address on a machine whose
+    only interface is loopback (a network namespace with ``lo`` alone): the daemons cannot start."""
+    try:
+        socket.getaddrinfo("127.0.0.1", None, socket.AF_INET, 0, 0, socket.AI_ADDRCONFIG)
+    except socket.gaierror:
+        return "this machine has no network interface but loopback, and Slurm resolves 127.0.0.1 only beside one"
+    return None
 
 
 def _node() -> dict:

@@ -242,3 +242,4 @@ def _serve() -> None:
 
 if __name__ == "__main__":
     _serve()
+    os._exit(0)   # its caller is gone: no interpreter finalization (about 1 CPU-s with torch imported)

@@ -60,11 +60,13 @@ def not_passed_in_checker(root: Path, lesson: str) -> list[str]:
     return sorted(set(ids_of_test_cells(nb)) - set(plan["passed_in_checker"]))
 
 
-def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 2) -> dict:
+def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 1) -> dict:
     """A scratch course of ``lesson`` at ``root`` whose students hand in ``submissions(blank)``
     (``{student: notebook}``, built on the released notebook), graded in one batch by the real
-    ``grade_lesson`` (sandboxed). Returns ``{"by": {student: Outcome}, "pages": {student: feedback
-    HTML}, "plan": the plan file's text}``."""
+    ``grade_lesson`` (sandboxed), in one slot unless ``workers`` says otherwise (each slot starts
+    its own kernel and checker templates, about 6 CPU-s; the suite's workers keep both cores busy
+    already). Returns ``{"by": {student: Outcome}, "pages": {student: feedback HTML}, "plan": the
+    plan file's text}``."""
     import nbformat
 
     from course_tools.grading.grade import grade_lesson

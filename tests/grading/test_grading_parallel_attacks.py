@@ -240,7 +240,7 @@ def graded(tmp_path_factory):
     for student, nb in subs.items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
-    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
+    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=1, limits=LIMITS,
                             progress=False, reference_student="honest")
     plan = json.loads((root / "build" / "grading" / LESSON / "plan.json").read_text())
     graded_nbs = {o.student: nbformat.read(str(p), as_version=4)
@@ -350,7 +350,7 @@ def graded_13(tmp_path_factory):
     for student, nb in {"honest": honest, "peek": peek}.items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
-    outcomes = grade_lesson(source / LESSON_13, course=course, submissions=incoming, workers=2, limits=LIMITS,
+    outcomes = grade_lesson(source / LESSON_13, course=course, submissions=incoming, workers=1, limits=LIMITS,
                             progress=False, reference_student="honest")
     graded_nbs = {o.student: nbformat.read(str(p), as_version=4)
                   for o in outcomes for p in [root / "autograded" / o.student / LESSON_13 / "exercises.ipynb"]

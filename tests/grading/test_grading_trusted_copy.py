@@ -85,7 +85,7 @@ def graded(tmp_path_factory):
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     nbformat.write(blank, str(incoming / "alice.ipynb"))   # uploaded without its folder
-    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2, limits=LIMITS,
+    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=1, limits=LIMITS,
                             progress=False)
     return {"course": course, "by": {o.student: o for o in outcomes}, "local_copy": local_copy}
 

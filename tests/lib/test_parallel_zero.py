@@ -281,7 +281,7 @@ def graded(tmp_path_factory):
     for student, nb in submissions.items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
-    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,
+    outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=1,
                             limits=Limits(cell_seconds=150, notebook_seconds=600), progress=False)
     plan = json.loads((root / "build" / "grading" / LESSON / "plan.json").read_text())
     nbs = {o.student: nbformat.read(str(p), as_version=4) for o in outcomes

@@ -28,6 +28,7 @@ import copy
 import functools
 import hashlib
 import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -142,6 +143,21 @@ def _clean_html(element) -> str:
     return _cleaned(element.decode() if isinstance(element, bytes) else str(element))
 
 
+@functools.lru_cache(maxsize=4096)
+def _highlighted(lexer: str | None, source: str, language: str | None, metadata: str) -> str:
+    from nbconvert.filters.highlight import Highlight2HTML
+
+    return Highlight2HTML(pygments_lexer=lexer)(source, language, json.loads(metadata))
+
+
+def _highlighter(lexer: str | None):
+    """nbconvert's ``highlight_code`` filter (Pygments) for ``lexer``, remembered for code seen
+    before, as ``_clean_html``."""
+    def highlight_code(source, language=None, metadata=None):
+        return _highlighted(lexer, source, language, json.dumps(metadata or {}, sort_keys=True, default=str))
+    return highlight_code
+
+
 def render_html(fb, mathjax_url: str) -> str:
     """HTML of a feedback notebook that loads nothing from the network (see the module
     docstring); math from ``mathjax_url`` (a relative address, or "" for none)."""
@@ -151,7 +167,10 @@ def render_html(fb, mathjax_url: str) -> str:
         raise ValueError(f"MathJax must be a local, relative address, not {mathjax_url!r}")
     fb = copy.copy(fb)
     fb.metadata = {k: v for k, v in fb.metadata.items() if k in ("kernelspec", "language_info")}
-    exporter = HTMLExporter(template_name="lab", filters={"clean_html": _clean_html})
+    language = fb.metadata.get("language_info", {})
+    lexer = language.get("pygments_lexer", language.get("name"))
+    exporter = HTMLExporter(template_name="lab",
+                            filters={"clean_html": _clean_html, "highlight_code": _highlighter(lexer)})
     exporter.sanitize_html = False  # its escaping shows the lesson's own markdown as tags; see feedback_notebook
     exporter.mathjax_url = mathjax_url
     exporter.exclude_input_prompt = exporter.exclude_output_prompt = True

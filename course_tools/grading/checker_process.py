@@ -76,7 +76,7 @@ class CheckerProcess(SandboxedProcess):
 
     def add_preload(self, code: str) -> None:
         """Import statements the template has not run yet: sent now when it runs (its ``done`` is
-        read by ``wait_ready``), and run at its start otherwise (``plain_templates``)."""
+        read by ``wait_ready``), and run at its start otherwise (``kept_templates``)."""
         new = [line for line in code.splitlines() if line not in (self.preload or "").splitlines()]
         if not new:
             return

@@ -22,7 +22,7 @@ import nbformat
 from tqdm import tqdm
 
 from ..paths import GRADED_NOTEBOOK, NOTEBOOKS, REPO
-from . import plain_templates, sandboxed_process
+from . import kept_templates, sandboxed_process
 from .cells import ids_of_test_cells, max_score
 from .feedback import mathjax_into
 from .intake import STUDENT_NAME, SubmissionProblem, class_rows, folder_problem, import_submissions, odd_folder_name
@@ -195,11 +195,10 @@ def _grade_and_write_shard(run: LessonRun, mine: list[str], refused: dict, stop:
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         stop.set()   # from here a signal waits until the results are written
-        if not run.sandbox:   # the borrowed templates are kept for this process's next run
-            for served in [*run.kernels.values(), *run.checkers.values()]:
-                plain_templates.take_back(served)
-            run.kernels.clear()
-            run.checkers.clear()
+        for served in [*run.kernels.values(), *run.checkers.values()]:   # kept for this process's next run
+            kept_templates.take_back(served)
+        run.kernels.clear()
+        run.checkers.clear()
         sandboxed_process.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
         sandboxed_process.STOPPING.clear()
         by = f" ({STOP_SIGNALS[stopped_by]})" if stopped_by else ""   # else a fault that ends the grader

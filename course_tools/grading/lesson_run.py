@@ -88,7 +88,7 @@ class LessonRun:
     the plan was cached). ``checkers``: each slot's served checker, started with its first
     submission (stopped with every sandbox when the run ends); ``kernels`` likewise, each
     slot's served kernel (``served_kernel.served_kernel``). Without a sandbox both are borrowed
-    from ``plain_templates`` and given back when the run ends."""
+    from ``kept_templates`` and given back when the run ends."""
     course: CourseDir
     lesson: str
     source_nb: Any

@@ -20,16 +20,15 @@ from typing import Any
 import nbformat
 
 from ..paths import GRADED_NOTEBOOK
-from . import plain_templates
+from . import kept_templates
 from .cells import grade_id, is_test_cell, points
-from .checker_process import import_statements, served_checker
+from .checker_process import import_statements
 from .execute import Execution, Verdict, error_output, execute_submission
 from .feedback import feedback_notebook, local_mathjax_url, render_html, safe_outputs
 from .intake import SubmissionProblem, copy_files, inspect_folder, notebook_notes, read_timestamp
 from .lesson_run import LessonRun, Slot, Stopped
 from .plan import reference_notebook
 from .results import Outcome
-from .served_kernel import served_kernel
 from .submission import read_submission, refuse_other_lesson, restore_test_cells
 from .utf8 import valid_text
 
@@ -80,15 +79,12 @@ def _timestamp(sub: Submission, run: LessonRun, slot: Slot) -> None:
 
 def _executed(sub: Submission, run: LessonRun, slot: Slot) -> None:
     """The notebook run on a copy of the folder's files (owned by the slot's sandbox user), by the
-    slot's served checker and kernel (each started with the slot's first submission; without a
-    sandbox, borrowed from ``plain_templates`` for the run)."""
-    if slot.index not in run.checkers and run.sandbox:
-        run.checkers[slot.index] = served_checker(run.limits, run.facts, slot.index, run.sandbox, run.scratch)
-        run.kernels[slot.index] = served_kernel(run.limits, run.facts, slot.index, run.sandbox, run.scratch)
-    elif slot.index not in run.checkers:   # no sandbox: templates kept from an earlier run of this process
+    slot's served checker and kernel, borrowed from ``kept_templates`` with the slot's first
+    submission (templates an earlier run of this process kept, or new ones)."""
+    if slot.index not in run.checkers:
         preload = import_statements(code for _, code in run.facts["setup"])
-        run.checkers[slot.index] = plain_templates.lend("checker", run.limits, preload)
-        run.kernels[slot.index] = plain_templates.lend("kernel", run.limits, preload)
+        run.checkers[slot.index] = kept_templates.lend("checker", run.limits, preload, slot.index, run.sandbox)
+        run.kernels[slot.index] = kept_templates.lend("kernel", run.limits, preload, slot.index, run.sandbox)
     checker, kernel = run.checkers[slot.index], run.kernels[slot.index]
     work = slot.fresh_folder()
     folder = kernel.prepare()

@@ -8,7 +8,7 @@ it before any student, and that run is the "reference" student's grade. The real
 The scratch course grades without bubblewrap: reference and blank are the instructor's own
 code, and a build must run where no sandbox can be had (a laptop, a GPU machine's image). So
 both run in one slot, forked from the same kernel and checker templates, which this process keeps
-for the next lesson it grades (``plain_templates``): the imports (torch, ipykernel) are paid once
+for the next lesson it grades (``kept_templates``): the imports (torch, ipykernel) are paid once
 per build worker, not twice per lesson.
 """
 from __future__ import annotations

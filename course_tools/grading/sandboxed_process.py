@@ -101,7 +101,7 @@ class SandboxedProcess:
     """What both processes share: scratch folders, the popen with rlimits, stop and clean."""
 
     def __init__(self, limits: Limits, slot: int, sandbox: bool, scratch: Path | None, uid_offset: int):
-        self.limits, self.sandbox = limits, sandbox
+        self.limits, self.sandbox, self.slot = limits, sandbox, slot
         self.uid = sandbox_uid(slot + uid_offset) if sandbox else None
         self.scratch = Path(scratch) if scratch else None
         self.work = None

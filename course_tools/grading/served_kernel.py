@@ -82,7 +82,7 @@ class ServedKernel(SandboxKernel):
 
     def add_preload(self, code: str) -> None:
         """Import statements the template has not run yet: run now when it runs, and at its start
-        otherwise (a template kept for the next lesson: ``plain_templates``)."""
+        otherwise (a template kept for the next lesson: ``kept_templates``)."""
         new = [line for line in code.splitlines() if line not in self.preload.splitlines()]
         if not new:
             return

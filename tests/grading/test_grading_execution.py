@@ -72,12 +72,12 @@ def test_without_a_sandbox_one_slot_serves_its_submissions_from_one_template_eac
     checkers are still forked from one template each, so the build pays the lesson's imports once;
     what one submission's kernel left in its folder, and the processes it started, are gone before
     the next one's kernel runs, and a test cell is judged as in a fresh kernel. Given back at the
-    end of a run (``plain_templates``), the same templates serve the process's next run."""
+    end of a run (``kept_templates``), the same templates serve the process's next run."""
     import shutil
     import tempfile
     from pathlib import Path
 
-    from course_tools.grading import plain_templates
+    from course_tools.grading import kept_templates
     from course_tools.grading.checker_process import served_checker
     from course_tools.grading.execute import execute_submission
     from course_tools.grading.plan import lesson_facts
@@ -107,10 +107,10 @@ def test_without_a_sandbox_one_slot_serves_its_submissions_from_one_template_eac
         assert seen == ["SEEN [] False []\n"] * 2, seen
         assert templates[0] == templates[1] and None not in templates[0], "the templates were not served again"
         # given back at a run's end, they serve this process's next run, with its imports added
-        plain_templates.take_back(kernel)
-        plain_templates.take_back(checker)
-        kernel = plain_templates.lend("kernel", LIMITS, "import math")
-        checker = plain_templates.lend("checker", LIMITS, "import math")
+        kept_templates.take_back(kernel)
+        kept_templates.take_back(checker)
+        kernel = kept_templates.lend("kernel", LIMITS, "import math")
+        checker = kept_templates.lend("checker", LIMITS, "import math")
         folder = kernel.prepare()
         ex = execute_submission(nb, folder, LIMITS, facts, 0, False, scratch, checker, kernel)
         assert ex.verdicts["ex1_test"].passed and (kernel.template_pid, checker.proc.pid) == templates[0]

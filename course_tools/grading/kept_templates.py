@@ -1,18 +1,24 @@
-"""Templates kept between grading runs without a sandbox (``sandbox=False``: the build's round
-trip, whose submissions are the instructor's own code, or ``course grade
---no-sandbox-i-trust-this-code``: code the grader was told to trust; so one template serving
-them all is acceptable, and nothing here defends it against the code it serves). A run's slot
-borrows a served kernel and a served checker (``lend``) and gives them back when the run ends
-(``take_back``), so the next lesson graded in this process (a ``course build`` worker grades one
-lesson after another) forks from templates that imported torch, ipykernel and the earlier
-lessons' modules already; each lesson's own import statements are added to them
-(``add_preload``). Between two submissions the kernel's and the checker's process trees are
-killed from outside as in one run (``served_kernel``, ``CheckerProcess.finish``).
+"""Served kernels and checkers kept between the grading runs of one process. A run's slot borrows
+a served kernel and a served checker (``lend``) and gives them back when the run ends
+(``take_back``), so the next run graded in this process (a ``course build`` worker grades one
+lesson after another; a test module grades class after class) forks from templates that imported
+torch, ipykernel and the earlier lessons' modules already; each lesson's own import statements are
+added to them (``add_preload``). A kept template is for the same kind, limits, slot and sandbox
+only.
 
-With a sandbox nothing is kept: each run starts its own templates, as its sandbox users'. The kept
-templates live in a scratch folder of this process, and are killed (SIGKILL: no interpreter
-finalization) and their folder removed when the process exits; a template whose owner died ends
-when its stdin closes.
+Without a sandbox (``sandbox=False``: the build's round trip, whose submissions are the
+instructor's own code, or ``course grade --no-sandbox-i-trust-this-code``) nothing here defends a
+template against the code it serves; between two submissions the kernel's and the checker's
+process trees are killed from outside as in one run (``served_kernel``, ``CheckerProcess.finish``).
+With a sandbox, a kept template serves the next run's first student as it serves a run's next
+student: under its slot's sandbox user (one per process and slot: ``sandbox.sandbox_uid``), its
+own process unreadable to the code it forks (non-dumpable), and the sandbox's folders, ``/tmp``
+and IPC emptied after every submission; a sandbox that could not be cleared is stopped then, and a
+template found dead is started afresh.
+
+The kept templates live in a scratch folder of this process, and are killed (SIGKILL: no
+interpreter finalization) and their folder removed when the process exits; a template whose owner
+died ends when its stdin closes (a sandbox's bubblewrap with its parent).
 """
 from __future__ import annotations
 
@@ -46,18 +52,19 @@ def _scratch() -> Path:
         return _SCRATCH[0]
 
 
-def lend(kind: str, limits, preload: str):
-    """A served ``"kernel"`` or ``"checker"`` without a sandbox, with ``limits``, whose template
-    has run (or will run at its start) ``preload``: a kept one when there is one, else a new one."""
-    key = (kind, repr(limits))
+def lend(kind: str, limits, preload: str, slot: int = 0, sandbox: bool = False):
+    """A served ``"kernel"`` or ``"checker"`` for ``slot``, with ``limits``, in its sandbox or not,
+    whose template has run (or will run at its start) ``preload``: a kept one when there is one,
+    else a new one."""
+    key = (kind, repr(limits), slot, sandbox)
     with _LOCK:
         kept = next((i for i, (k, _) in enumerate(_KEPT) if k == key), None)
         served = _KEPT.pop(kept)[1] if kept is not None else None
     if served is None:
         scratch = _scratch()
         if kind == "kernel":
-            return ServedKernel(limits, 0, scratch, preload, sandbox=False)
-        return CheckerProcess(limits, 0, False, scratch, preload=preload)
+            return ServedKernel(limits, slot, scratch, preload, sandbox=sandbox)
+        return CheckerProcess(limits, slot, sandbox, scratch, preload=preload)
     if served.proc is not None:
         with sandboxed_process._LIVE_LOCK:   # killed with the run's sandboxes on SIGTERM
             sandboxed_process.LIVE.add(served)
@@ -72,7 +79,8 @@ def take_back(served) -> None:
         served.stop()     # killed (SIGTERM) or ended: a fresh template at its next start
     with sandboxed_process._LIVE_LOCK:
         sandboxed_process.LIVE.discard(served)
-    key = ("kernel" if isinstance(served, ServedKernel) else "checker", repr(served.limits))
+    key = ("kernel" if isinstance(served, ServedKernel) else "checker", repr(served.limits), served.slot,
+           served.sandbox)
     with _LOCK:
         _KEPT.append((key, served))
         old = _KEPT.pop(0)[1] if len(_KEPT) > MAX_KEPT else None

@@ -195,11 +195,14 @@ def _grade_and_write_shard(run: LessonRun, mine: list[str], refused: dict, stop:
         failure = f"{type(exc).__name__}: {exc}"
     finally:
         stop.set()   # from here a signal waits until the results are written
-        for served in [*run.kernels.values(), *run.checkers.values()]:   # kept for this process's next run
-            kept_templates.take_back(served)
+        if stopped_by is None:   # kept for this process's next run
+            for served in [*run.kernels.values(), *run.checkers.values()]:
+                kept_templates.take_back(served)
         run.kernels.clear()
         run.checkers.clear()
         sandboxed_process.kill_all(close=True)  # the pool has finished: no thread uses a sandbox any more
+        if stopped_by is not None:   # stopped by a signal: the process ends, leaving no template or scratch
+            kept_templates.close_all()
         sandboxed_process.STOPPING.clear()
         by = f" ({STOP_SIGNALS[stopped_by]})" if stopped_by else ""   # else a fault that ends the grader
         why = (f"grader error: {failure[:300]}" if failure

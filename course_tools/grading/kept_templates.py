@@ -48,7 +48,7 @@ def _scratch() -> Path:
         if not _SCRATCH:
             name = f"course-grade-{socket.gethostname()[:20]}-{os.urandom(3).hex()}-{os.getpid()}"
             _SCRATCH.append(Path(tempfile.gettempdir()) / name)
-            util.Finalize(None, _close_all, exitpriority=10)
+            util.Finalize(None, close_all, exitpriority=10)
         return _SCRATCH[0]
 
 
@@ -88,7 +88,9 @@ def take_back(served) -> None:
         old.close()
 
 
-def _close_all() -> None:
+def close_all() -> None:
+    """Close every kept template and remove this process's scratch folder (at exit, and when a
+    signal stops a run: the process is about to end)."""
     with _LOCK:
         kept, _KEPT[:] = list(_KEPT), []
         scratch = list(_SCRATCH)

@@ -42,13 +42,13 @@ import nbformat
 import pytest
 import torch
 
+from course_tools.grading import kept_templates
 from course_tools.grading.cells import is_test_cell
-from course_tools.grading.checker_process import import_statements, served_checker
+from course_tools.grading.checker_process import import_statements
 from course_tools.grading.execute import execute_submission
 from course_tools.grading.plan import lesson_facts
 from course_tools.grading.sandbox import Limits, bubblewrap, sandbox_uid
 from course_tools.grading.segments import split_hidden
-from course_tools.grading.served_kernel import served_kernel
 from course_tools.paths import lesson_dirs
 
 FIXTURES = Path(__file__).parent / "wrong_answers"
@@ -231,7 +231,7 @@ def trial_notebook(nb, answers: dict[str, list[tuple[str, str]]]):
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.name)
-def test_wrong_answers_lose_points_reference_full_blank_zero(slot, lesson):
+def test_wrong_answers_lose_points_reference_full_blank_zero(lesson):
     fixture = wrong_answers(lesson)
     if fixture is None:
         pytest.skip(f"tests/grading/wrong_answers/{lesson.name}.py does not exist yet (the lesson's author writes it)")
@@ -244,7 +244,7 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(slot, lesson):
         answers.setdefault(gid, []).append((f"library-{gid}", sources[0]))
     trial, trials = trial_notebook(nb, answers)
     blanks = blank_trials(nb, trial, trials)
-    ex = slot.run(lesson, trial)
+    ex = _run_trial(lesson, trial)
     passed = {gid: v.passed for gid, v in ex.verdicts.items()}
     failed_reference = [_gid(c) for c in nb.cells if is_test_cell(c) and not passed.get(_gid(c))]
     assert not failed_reference, (f"the reference solution fails test cells {failed_reference}: {ex.notes[:3]}; "
@@ -273,53 +273,33 @@ def unclear_blank_failure(verdict) -> list[str]:
     return [] if short and "is not answered yet" in shown[0] else shown
 
 
-class Slot:
-    """One grading slot for every lesson of this module (xdist gives the module to one worker):
-    a served checker and kernel as ``course grade`` gives a slot, in the sandbox when bubblewrap
-    runs here, whose templates are started by the first lesson and kept for the next, each lesson's
-    imports added to them (as a course build's worker keeps its plain templates: about 6 CPU-s of
-    templates' start per lesson saved). A lesson that breaks them gets fresh ones, as a class's
-    next student does."""
-
-    def __init__(self):
-        self.sandboxed = bubblewrap()
-        # a short scratch path: the kernel's Unix sockets live under it (108 bytes at most)
-        self.scratch = Path(tempfile.mkdtemp(prefix="course-wrong-"))
-        self.checker = self.kernel = None
-
-    def run(self, lesson: Path, trial):
-        """The trial notebook graded by ``execute_submission`` (the checker judging every test
-        cell), with the lesson's files as the submission folder."""
-        facts = lesson_facts(trial)
-        if self.kernel is None:
-            self.checker = served_checker(LIMITS, facts, 0, self.sandboxed, self.scratch)
-            self.kernel = served_kernel(LIMITS, facts, 0, self.sandboxed, self.scratch)
-        else:
-            imports = import_statements(code for _, code in facts["setup"])
-            self.checker.add_preload(imports)
-            self.kernel.add_preload(imports)
-        folder = self.kernel.prepare()
+def _run_trial(lesson: Path, trial):
+    """The trial notebook graded by ``execute_submission`` (the checker judging every test cell),
+    in the sandbox when bubblewrap runs here, with the lesson's files as the submission folder, by a
+    served checker and kernel borrowed as ``course grade`` borrows them for a slot
+    (``kept_templates``: the templates the last lesson of this process gave back, each lesson's
+    imports added, so every lesson is also graded on the path a class takes)."""
+    sandboxed = bool(bubblewrap())
+    # a short scratch path: the kernel's Unix sockets live under it (108 bytes at most)
+    scratch = Path(tempfile.mkdtemp(prefix="course-wrong-"))
+    facts = lesson_facts(trial)
+    imports = import_statements(code for _, code in facts["setup"])
+    checker = kept_templates.lend("checker", LIMITS, imports, 0, sandboxed)
+    kernel = kept_templates.lend("kernel", LIMITS, imports, 0, sandboxed)
+    try:
+        folder = kernel.prepare()
         shutil.copytree(lesson, folder, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "*.ipynb"),
                         dirs_exist_ok=True)
-        uid = sandbox_uid(0) if self.sandboxed else None
+        uid = sandbox_uid(0) if sandboxed else None
         if uid is not None:   # the student's files belong to the sandbox user, as course grade gives them
             for path in [folder, *folder.rglob("*")]:
                 os.chown(path, uid, uid, follow_symlinks=False)
-        return execute_submission(trial, folder, LIMITS, facts, slot=0, sandbox=self.sandboxed, scratch=self.scratch,
-                                  checker=self.checker, kernel=self.kernel)
-
-    def close(self):
-        if self.kernel is not None:
-            self.kernel.close()
-            self.checker.stop()
-        shutil.rmtree(self.scratch, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def slot():
-    kept = Slot()
-    yield kept
-    kept.close()
+        return execute_submission(trial, folder, LIMITS, facts, slot=0, sandbox=sandboxed, scratch=scratch,
+                                  checker=checker, kernel=kernel)
+    finally:
+        kept_templates.take_back(kernel)
+        kept_templates.take_back(checker)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def blank_trials(nb, trial, trials: dict) -> set[str]:

@@ -40,12 +40,12 @@ def _student(extra: str):
 
 
 def _templates() -> dict:
-    """{kind: its template's process id, None when it was stopped} of the sandboxed slot 0 kept now
+    """{kind: its template's process id, None when it was stopped} of this test's sandboxed slot 0 kept now
     (a template that could not be cleared in time on a loaded machine is stopped, and the next run
     starts a fresh one: that is not what is tested here)."""
     kept = {}
     for key, served in kept_templates._KEPT:
-        if key[2] == 0 and key[3]:
+        if key[1:] == (repr(LIMITS), 0, True):   # this test's slot 0, sandboxed
             alive = served.proc is not None and served.proc.poll() is None
             kept[key[0]] = (served.template_pid if key[0] == "kernel" else served.proc.pid) if alive else None
     return kept

@@ -40,6 +40,7 @@ from course_tools import slides
 from course_tools.paths import REPO, lesson_dirs
 
 LESSONS = lesson_dirs()
+CELL_SECONDS = 300   # the longest lecture cell takes about 30 s on the 2-core machine
 SCREENSHOTS = REPO / "build" / "slide-screenshots"
 # what "fits" means, measured in the browser on the slide shown with all its fragments:
 # every element inside the slide's box, and no element that hides part of its text
@@ -91,14 +92,12 @@ ALL_SCREENSHOTS = os.environ.get("COURSE_SLIDE_SCREENSHOTS", "") not in ("", "0"
 MIN_ZOOM = 0.75   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal):
                   # below it code is under 16 px on a 720 px slide, unreadable from the back row
 # lessons whose decks still have lines of text under the navigation arrows (bottom right) on a
-# CPU build, as measured when the check came (slide numbers then): split or shorten those lines,
-# then remove the lesson from here so that its deck is checked too
+# CPU build (slide numbers as measured on 2026-11-28, after code and output lines were made to wrap
+# clear of the arrows, slides/course.css): prose, a widget's label, or a zoomed-out slide's output;
+# split or shorten those lines, then remove the lesson from here so that its deck is checked too
 NOT_YET_CLEAR_OF_CONTROLS = {
-    "01_hardware_foundations": (10,), "02_pytorch_devices": (8,), "03_simt_programming_model": (10,),
-    "05_compilers_and_interpreters": (11,), "06_asynchronous_execution": (2, 7),
-    "07_automatic_parallelism": (9,), "08_data_movement_and_profiling": (3, 6, 10),
-    "09_multi_gpu_from_scratch": (10, 13, 16), "10_ddp": (12,), "12_accelerators_and_codesign": (5, 11, 18),
-    "14_triton": (6, 8),
+    "01_hardware_foundations": (10,), "02_pytorch_devices": (8,), "03_simt_programming_model": (13, 14, 16, 25, 27),
+    "12_accelerators_and_codesign": (5,), "14_triton": (5,),
 }
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -181,7 +180,9 @@ class Watch:
 def test_lecture_runs_top_to_bottom(lesson):
     from course_tools.build import execute_notebook
 
-    EXECUTED[lesson.name] = execute_notebook(lesson / "lecture.ipynb")
+    # a cell still running after CELL_SECONDS is interrupted: the test then fails naming the cell and the
+    # line it hung on (the KeyboardInterrupt's traceback), before pytest's own time-out ends the worker
+    EXECUTED[lesson.name] = execute_notebook(lesson / "lecture.ipynb", timeout=CELL_SECONDS, interrupt_on_timeout=True)
 
 
 @pytest.fixture(scope="module")

@@ -91,7 +91,7 @@ def fsdp_worker(job, model_name: str, state: dict, shares: list, compute_dtype: 
         container = resolve(job)(model, compute_dtype=DTYPES[compute_dtype])
         shards = list(container.parameters())
         handles = _sampling_hooks(memory, container, unit_modules, shards)
-        between = memory.sample(container)
+        between = before = memory.sample(container)
         optimizer = torch.optim.SGD(shards, lr=LR, momentum=MOMENTUM)
         for X, y in shares:
             optimizer.zero_grad()
@@ -104,7 +104,7 @@ def fsdp_worker(job, model_name: str, state: dict, shares: list, compute_dtype: 
             log.stop()
             del out
             optimizer.step()
-            between = max(between, memory.sample(container))
+            between = max(between, memory.sample(container, settle_to=before))
         peak = memory.peak
         for h in handles:
             h.remove()

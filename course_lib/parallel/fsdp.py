@@ -175,15 +175,26 @@ class ParameterBytes:
                 alive[s.data_ptr()] = max(alive.get(s.data_ptr(), 0), s.nbytes())
         return sum(alive.values())
 
-    def sample(self, *roots) -> int:
-        """Record the tensors under ``roots``, then the live bytes; returns them."""
+    def sample(self, *roots, settle_to: int | None = None) -> int:
+        """Record the tensors under ``roots``, then the live bytes; returns them.
+
+        A finished gloo collective's work object may still hold its output for a moment (on a
+        loaded machine, long enough to be seen), which no FSDP keeps: so a new peak is counted only
+        if it stays about 50 ms, and with ``settle_to`` (bytes: between steps, what was held before
+        the first step) the sample waits up to 0.5 s for the bytes to come down to that; a copy
+        that something really keeps stays, and is counted."""
         for root in roots:
             for t in _tensors_under(root):
                 self.add(t)
         held = self.live()
-        for _ in range(25):   # a new peak is counted only if it stays: a finished gloo collective's
-            if held <= self.peak:   # work object may still hold its output for a moment (on a loaded
-                break               # machine, long enough to be seen), which no FSDP keeps
+        if settle_to is not None:
+            deadline = time.monotonic() + 0.5
+            while held > settle_to and time.monotonic() < deadline:
+                time.sleep(0.005)
+                held = min(held, self.live())
+        for _ in range(25):
+            if held <= self.peak:
+                break
             time.sleep(0.002)
             held = min(held, self.live())
         self.peak = max(self.peak, held)

@@ -2,9 +2,10 @@
 measured 20x slower), a non-interactive matplotlib backend, quiet kernels.
 
 Lectures are executed by tests/notebooks/test_lectures.py, which then checks their slides with the same
-executed notebooks; nbval runs the exercises. So that no lecture runs twice in one test run,
-nbval collects a lecture only when it is named on the command line
-(`pytest notebooks/NN_name/lecture.ipynb`)."""
+executed notebooks; each lesson's exercises (the reference solution) by tests/grading/test_wrong_answers.py,
+in the grader's sandbox, every cell required to run without an error and every test cell to pass. So that
+no notebook runs twice in one test run, nbval collects a lecture or an exercises notebook only when it is
+named on the command line (`pytest notebooks/NN_name/lecture.ipynb`)."""
 import os
 import re
 from pathlib import Path
@@ -133,13 +134,14 @@ FROZEN_LESSONS = Path(__file__).resolve().parent / "tests" / "grading" / "lesson
 
 
 def pytest_ignore_collect(collection_path, config):
-    """nbval collects a lecture, or a frozen copy of a lesson's exercises (tests/grading/lessons/, the
-    attack tests' fixtures, whose reference runs in every plan those tests grade), only when it is
-    named on the command line."""
+    """nbval collects a lesson's lecture or exercises (run by the lecture and wrong-answer tests), or a
+    frozen copy of a lesson's exercises (tests/grading/lessons/, the attack tests' fixtures, whose
+    reference runs in every plan those tests grade), only when it is named on the command line."""
     if collection_path.suffix != ".ipynb":
         return None
-    lecture = collection_path.name == "lecture.ipynb" and collection_path.parent.parent.name == "notebooks"
-    if not (lecture or collection_path.resolve().is_relative_to(FROZEN_LESSONS)):
+    lesson = (collection_path.name in ("lecture.ipynb", "exercises.ipynb")
+              and collection_path.parent.parent.name == "notebooks")
+    if not (lesson or collection_path.resolve().is_relative_to(FROZEN_LESSONS)):
         return None
     named = {Path(a.split("::")[0]).resolve() for a in config.invocation_params.args}
     return None if collection_path.resolve() in named else True

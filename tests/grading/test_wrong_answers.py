@@ -23,6 +23,10 @@ replaces the one occurrence of ``old``; a list of pairs makes several edits in o
   which function or kernel is not answered yet and the test cell's lines (what the student's
   feedback shows; no traceback of the checker or the library).
 
+None of the reference's own cells may raise either: this trial is the exercises notebook's test
+under ``make test`` (the root conftest keeps nbval from running the same notebook again; ``pytest
+notebooks/NN_name/exercises.ipynb`` still runs one through nbval, in a plain kernel).
+
 The submission runs in the grader's sandbox (bubblewrap, the student's kernel and the checker
 each as a sandbox user) where it can run, as ``course grade`` runs it, so the reference's full
 marks here are also the proof that every test cell of the lesson passes in the checker in the
@@ -114,6 +118,12 @@ def _said(verdict) -> str:
         return "no verdict: the cell did not run"
     return " | ".join(f"{o.get('ename', '')}: {o.get('evalue', '')}" if o.get("output_type") == "error"
                       else str(o.get("text", ""))[-300:] for o in verdict.outputs)[-600:]
+
+
+def _said_by(outputs) -> str:
+    """The first error among a cell's outputs, in one line."""
+    error = next(o for o in outputs if o.get("output_type") == "error")
+    return f"{error.get('ename', '')}: {error.get('evalue', '')}"[-300:]
 
 
 def _gid(cell):
@@ -244,11 +254,16 @@ def test_wrong_answers_lose_points_reference_full_blank_zero(lesson):
         answers.setdefault(gid, []).append((f"library-{gid}", sources[0]))
     trial, trials = trial_notebook(nb, answers)
     blanks = blank_trials(nb, trial, trials)
+    originals = [i for i, c in enumerate(trial.cells) if any(c is o for o in nb.cells)]   # the reference's own cells
     ex = _run_trial(lesson, trial)
     passed = {gid: v.passed for gid, v in ex.verdicts.items()}
     failed_reference = [_gid(c) for c in nb.cells if is_test_cell(c) and not passed.get(_gid(c))]
     assert not failed_reference, (f"the reference solution fails test cells {failed_reference}: {ex.notes[:3]}; "
                                   f"they said: {[_said(ex.verdicts.get(g)) for g in failed_reference]}")
+    raised = [f"cell {nb.cells.index(trial.cells[i]) + 1}: {_said_by(ex.outputs[i])}" for i in originals
+              if trial.cells[i].cell_type == "code" and not is_test_cell(trial.cells[i])
+              and any(o.get("output_type") == "error" for o in ex.outputs.get(i, []))]
+    assert not raised, f"cells of the reference that raise (the exercises' notebook test): {raised}"
     kept_marks = [label for label, gids in trials.items()
                   if label not in blanks and all(passed.get(g) for g in gids)]
     blank_passing = [g for label in blanks for g in trials[label] if passed.get(g)]

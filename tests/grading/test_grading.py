@@ -5,8 +5,9 @@
   points of the lesson's graded cells.
 * The whole round trip with plain nbgrader, as ``course build`` runs it for every lesson
   (release, ``autograde`` of the reference solution and of the blank release, scores read back
-  from nbgrader's gradebook), for two lessons: plain functions (00) and Numba kernels in the
-  simulator with access budgets (03). Lessons whose checks start ``torch.distributed``
+  from nbgrader's gradebook), for Numba kernels in the simulator with access budgets (03); plain
+  functions (00) make that round trip in tests/tools/test_build.py's ``course build``, which
+  asserts the same scores. Lessons whose checks start ``torch.distributed``
   processes are graded end to end by ``course grade`` in tests/grading/test_grading_parallel_attacks.py
   (11) and tests/lib/test_parallel_zero.py (13).
 
@@ -26,7 +27,7 @@ from course_tools.grading.round_trip import round_trip
 from course_tools.paths import GRADED_NOTEBOOK, lesson_dirs
 
 LESSONS = lesson_dirs()
-ROUND_TRIP = [p for p in LESSONS if p.name[:2] in ("00", "03")]
+ROUND_TRIP = [p for p in LESSONS if p.name[:2] == "03"]   # 00: tests/tools/test_build.py
 
 
 def _points(lesson) -> float:

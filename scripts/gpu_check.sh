@@ -30,7 +30,7 @@ cd "$(dirname "$0")/.."
 WHEELS=build/gpu-wheels
 SITE=build/gpu-site
 GPU_NUMPY=${GPU_NUMPY:-numpy==2.3.5}
-JUPYTER_STACK="nbclient nbformat ipykernel ipywidgets nbval nbconvert pytest-timeout"
+JUPYTER_STACK="nbclient nbformat ipykernel<7 ipywidgets nbval nbconvert pytest-timeout"
 if [ -x .venv/bin/python ]; then PY=${PYTHON:-.venv/bin/python}; else PY=${PYTHON:-python3}; fi
 
 if [ "${1:-}" = "--fetch-wheels" ]; then

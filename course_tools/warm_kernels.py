@@ -54,6 +54,7 @@ from typing import Any
 
 from jupyter_client.manager import AsyncKernelManager, KernelManager
 from jupyter_client.provisioning import LocalProvisioner
+from traitlets import DottedObjectName, Type
 
 from . import warm_template
 from .warm_template import MAX_MESSAGE
@@ -312,4 +313,8 @@ class WarmKernelManager(_Warm, KernelManager):
 
 
 class AsyncWarmKernelManager(_Warm, AsyncKernelManager):
-    """``jupyter_client.AsyncKernelManager`` whose kernels are forked from a template."""
+    """``jupyter_client.AsyncKernelManager`` whose kernels are forked from a template; its clients
+    poll their channels in slices (``kernel_client.SlicedPollKernelClient``)."""
+
+    client_class = DottedObjectName("course_tools.kernel_client.SlicedPollKernelClient")
+    client_factory = Type(klass="course_tools.kernel_client.SlicedPollKernelClient", config=True)

@@ -85,9 +85,9 @@ def test_without_a_sandbox_one_slot_serves_its_submissions_from_one_template_eac
 
     look = ("import os, json\nprint('SEEN', sorted(os.listdir('.')), hasattr(json, 'EARLIER'), "
             "[p for p in os.listdir('/proc') if p.isdigit() and open(f'/proc/{p}/cmdline', 'rb').read() "
-            "== b'sleep\\x00987\\x00'])")
+            "== b'sleep\\x00991\\x00'])")
     leave = ("import json, subprocess\njson.EARLIER = True\nopen('left', 'w').write('x')\n"
-             "subprocess.Popen(['sleep', '987'])")
+             "subprocess.Popen(['sleep', '991'])")
     nb = nbformat.v4.new_notebook()
     nb.cells = [_cell("import json"), _cell(look), _cell(leave),
                 _cell("def answer():\n    return 42\n", gid="ex1", solution=True, grade=False),

@@ -245,8 +245,10 @@ WRAPS_ADD = SOLUTIONS["ex1_add"].replace(
 # failed"; the visible test now fails too, and the hidden one is named by its label, never its data
 WIDE_MASK = SOLUTIONS["ex2_softmax"].replace("mask = cols < n_cols", "mask = cols < row_stride")
 HIDDEN_LABEL = "hidden test failed: padded rows of other widths and strides: values, padding untouched"
+# cell_seconds: FOREVER's kernel spins in the checker until the cell's deadline, once for each of ex1's two test
+# cells, so the class costs about 2 * cell_seconds CPU-s more; an honest test cell here takes under 0.3 CPU-s
 LIMITS = Limits(memory_bytes=2**31, cpu_seconds=300, processes=256, file_bytes=32 * 2**20, disk_bytes=64 * 2**20,
-                cell_seconds=20, notebook_seconds=400)
+                cell_seconds=5, notebook_seconds=400)
 
 
 def _submissions(blank) -> dict:

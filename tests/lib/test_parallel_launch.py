@@ -405,7 +405,10 @@ def test_the_server_and_its_workers_end_with_their_caller(tmp_path):
         os._exit(0)
     """)
     (tmp_path / "caller.py").write_text(script)   # a file: launch ships the source of its functions
-    done = subprocess.run([sys.executable, str(tmp_path / "caller.py")], capture_output=True, text=True, timeout=120)
+    # the caller ends without cleaning up (os._exit) the launch folder of its sleeping worker:
+    # TMPDIR keeps that folder in tmp_path rather than leaving a course-launch-* in /tmp
+    done = subprocess.run([sys.executable, str(tmp_path / "caller.py")], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
     server, worker = int(done.stdout.split()[0]), int((tmp_path / "sleeper.pid").read_text())
     deadline = time.monotonic() + 10

@@ -18,8 +18,8 @@ notebook also imports :mod:`.checks`, and every module's docstring names its les
 - 10_ddp: parallel.ddp, parallel.launch, parallel.collectives, checks.ddp, hardware, timing
 - 11_parameter_servers_and_collectives: parallel.collectives, parallel.kvstore, parallel.ps,
   parallel.widgets, checks.collectives, timing
-- 12_accelerators_and_codesign: precision, formats, microscaling, mixed_precision, systolic,
-  sparsity, training_memory, models,
+- 12_accelerators_and_codesign: precision, formats, microscaling, block_scaled (on triton_traffic),
+  mixed_precision, systolic, sparsity, training_memory, models,
   transformer_block, devices, recorded, hardware, timing
 - 13_sharding_and_model_parallelism: parallel.zero, parallel.fsdp, parallel.tensor_parallel,
   parallel.pipeline, parallel.planner, transformer_block, schedule, training_memory, models,

@@ -105,6 +105,42 @@ WRONG_ANSWERS = {
         # round half up
         ('np.rint(m / step) * step', 'np.floor(m / step + 0.5) * step'),
     ],
+    'ex8_mx_matmul': [
+        # the first block's scale for all of K: one scale per row of a (and of w), not one per block
+        [('sa_ptr + rm * stride_sa + blk,', 'sa_ptr + rm * stride_sa,'),
+         ('sw_ptr + rn * stride_sw + blk,', 'sw_ptr + rn * stride_sw,')],
+        # e8m0's bias taken as 128: every scale's exponent off by one
+        ('sw[None, :] - 254.0)', 'sw[None, :] - 256.0)'),
+        # the two scale codes added as uint8 before the conversion: a sum past 255 wraps around
+        [('        sa = tl.load(sa_ptr + rm * stride_sa + blk, mask=rm < M, other=0).to(tl.float32)\n'
+          '        sw = tl.load(sw_ptr + rn * stride_sw + blk, mask=rn < N, other=0).to(tl.float32)\n',
+          '        sa = tl.load(sa_ptr + rm * stride_sa + blk, mask=rm < M, other=0)\n'
+          '        sw = tl.load(sw_ptr + rn * stride_sw + blk, mask=rn < N, other=0)\n'),
+         ('tl.exp2(sa[:, None] + sw[None, :] - 254.0)', 'tl.exp2((sa[:, None] + sw[None, :]).to(tl.float32) - 254.0)')],
+        # no masks: the ragged programs read and write past the matrices
+        [(', mask=rm[:, None] < M, other=0)', ')'), (', mask=rn[None, :] < N, other=0)', ')'),
+         (', mask=rm < M, other=0)', ')'), (', mask=rn < N, other=0)', ')'),
+         (', acc,\n             mask=(rm[:, None] < M) & (rn[None, :] < N))', ', acc)')],
+        # no subnormals in e2m1: code 1 read as 1.5 x 2^-1 = 0.75, code 0 as 0.5
+        ('    value = tl.where(exponent == 0, mantissa, normal)\n', '    value = normal\n'),
+        # the sign bit dropped
+        ('    return tl.where(code >= 8, -value, value)', '    return value'),
+        # each byte loaded twice, once for each code it holds: the codes' bytes twice over the budget
+        ('fp4_value(a >> 4), fp4_value(w >> 4)',
+         'fp4_value(tl.load(a_ptr + rm[:, None] * stride_a + blk * 16 + rb[None, :], mask=rm[:, None] < M, '
+         'other=0) >> 4), fp4_value(tl.load(w_ptr + rn[None, :] * stride_w + blk * 16 + rb[:, None], '
+         'mask=rn[None, :] < N, other=0) >> 4)'),
+        # the scale looked up code by code (each code's block, k // 32) and reduced: 16 loads of one byte
+        ('        sa = tl.load(sa_ptr + rm * stride_sa + blk, mask=rm < M, other=0).to(tl.float32)\n',
+         '        sa = tl.max(tl.load(sa_ptr + rm[:, None] * stride_sa + (blk * 32 + 2 * rb[None, :]) // 32, '
+         'mask=rm[:, None] < M, other=0), axis=1).to(tl.float32)\n'),
+        # c's columns taken as 1 apart: right for a c with rows of its own, wrong for a transposed c
+        ('rn[None, :] * stride_cn, acc', 'rn[None, :], acc'),
+        # the operands' rows K / 2 bytes apart (their scales K / 32): the shape, not the strides passed;
+        # right for contiguous operands only, wrong for slices of wider buffers
+        [('rm[:, None] * stride_a', 'rm[:, None] * (K // 2)'), ('rn[None, :] * stride_w', 'rn[None, :] * (K // 2)'),
+         ('rm * stride_sa', 'rm * (K // 32)'), ('rn * stride_sw', 'rn * (K // 32)')],
+    ],
 }
 
 LIBRARY_CALLS = {
@@ -150,4 +186,27 @@ LIBRARY_CALLS = {
     'ex7_mxfp4': [('    x = np.asarray(x, dtype=np.float64)\n    blocks = x.reshape(x.shape[0], -1, 32)',
                    '    t = microscaling.mx_quantize(x, "e2m1")\n    return t.scales, t.codes\n'
                    '    blocks = x.reshape(x.shape[0], -1, 32)')],
+    # the lecture's MXFP4 kernel called from the student's: refused by the grader (a course library kernel),
+    # and contiguous operands and whole tiles only (no strides, no masks) besides
+    'ex8_mx_matmul': [('@triton.jit\ndef fp4_value', 'from course_lib.block_scaled import mxfp4_matmul_kernel\n\n\n'
+                       '@triton.jit\ndef fp4_value'),
+                      ('    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)\n'
+                       '    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)\n'
+                       '    rb = tl.arange(0, 16)                                   # one MX block: 32 codes in 16'
+                       ' bytes\n'
+                       '    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n'
+                       '    for blk in range(0, K // 32):\n'
+                       '        a = tl.load(a_ptr + rm[:, None] * stride_a + blk * 16 + rb[None, :], mask=rm[:,'
+                       ' None] < M, other=0)\n'
+                       '        w = tl.load(w_ptr + rn[None, :] * stride_w + blk * 16 + rb[:, None], mask=rn[None,'
+                       ' :] < N, other=0)\n'
+                       '        sa = tl.load(sa_ptr + rm * stride_sa + blk, mask=rm < M, other=0).to(tl.float32)\n'
+                       '        sw = tl.load(sw_ptr + rn * stride_sw + blk, mask=rn < N, other=0).to(tl.float32)\n'
+                       '        part = tl.dot(fp4_value(a & 15), fp4_value(w & 15), input_precision="ieee")\n'
+                       '        part += tl.dot(fp4_value(a >> 4), fp4_value(w >> 4), input_precision="ieee")\n'
+                       '        acc += part * tl.exp2(sa[:, None] + sw[None, :] - 254.0)     # 2^(sa - 127) *'
+                       ' 2^(sw - 127)\n'
+                       '    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,\n'
+                       '             mask=(rm[:, None] < M) & (rn[None, :] < N))',
+                       '    mxfp4_matmul_kernel(a_ptr, sa_ptr, w_ptr, sw_ptr, c_ptr, M, N, K, BLOCK_M, BLOCK_N)')],
 }

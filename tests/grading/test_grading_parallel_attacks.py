@@ -30,11 +30,11 @@ What is and is not enforced, honestly:
   allreduce with no communication, 4/4): each worker now receives only its own rank's tensors,
   from the checker, after it started (``launch.PerRank``, ``rendezvous.Handoff``), drawn from a
   seed the checker draws afresh; attack ``peek`` (and ``peek`` in lesson 13's sharded step, graded
-  in a batch of its own below) finds nothing but its own and earns 0; workers and the fork server
-  are non-dumpable, so ``proc_peek`` cannot open a sibling's or the server's memory, environment or
-  pipes through ``/proc`` (the sandbox runs them as a user of its own). Ranks that exchange their
-  tensors some other way than send/recv (files, the store) do communicate; that is the
-  point-to-point rule above, kept inside the workers;
+  with that step's other attacks in tests/lib/test_parallel_zero.py) finds nothing but its own and
+  earns 0; workers and the fork server are non-dumpable, so ``proc_peek`` cannot open a sibling's
+  or the server's memory, environment or pipes through ``/proc`` (the sandbox runs them as a user
+  of its own). Ranks that exchange their tensors some other way than send/recv (files, the store)
+  do communicate; that is the point-to-point rule above, kept inside the workers;
 * the workers run as the same user as the checker that starts them, so the checker makes itself
   non-dumpable before it ships student code (``launch.job_for``): a worker can then neither
   read its environment or memory nor open its pipes through ``/proc`` (attack ``forge_reply``;
@@ -292,78 +292,3 @@ def test_each_attack_fails_for_its_own_reason(graded):
     assert "reached a sibling" not in _errors(nbs["proc_peek"], "ex4_visible")
     hoard = graded["by"]["hoard_disk"]
     assert "disk limit reached" in hoard.reason and "checker's sandbox was stopped" in hoard.reason, hoard.reasons
-
-
-# -- lesson 13: the sharded optimizer step, attacked the same way ----------------------------
-LESSON_13 = "13_sharding_and_model_parallelism"
-SHARDED_CELLS = ("ex4_visible", "ex4_uneven_shards")
-# (f) in lesson 13: every rank's gradient looked up in this process (the launcher's frames first,
-#     then gc.get_objects()); the full momentum kept by the function itself across steps
-PEEK_13 = (
-    "def sharded_momentum_step(param, grad, momentum, lr, beta):\n"
-    "    # no communication: find every rank's gradient in this process (frames, gc, files)\n"
-    "    import gc, os, pickle, sys\n"
-    "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-    "    found = []\n"
-    "\n"
-    "    def look(obj, depth=0):\n"
-    "        if isinstance(obj, (list, tuple)):\n"
-    "            if (len(obj) == world and all(torch.is_tensor(t) and t.shape == grad.shape for t in obj)\n"
-    "                    and any(torch.equal(t, grad) for t in obj)):\n"
-    "                found.append(obj)\n"
-    "            elif depth < 6:\n"
-    "                for item in obj:\n"
-    "                    look(item, depth + 1)\n"
-    "        elif depth < 6 and isinstance(obj, dict):\n"
-    "            for item in list(obj.values()):\n"
-    "                look(item, depth + 1)\n"
-    "\n"
-    "    frames, frame = [], sys._getframe(1)\n"
-    "    while frame is not None:\n"
-    "        frames.append(frame)\n"
-    "        frame = frame.f_back\n"
-    "    for frame in reversed(frames):  # the launcher's first: every rank's data\n"
-    "        look(dict(frame.f_locals))\n"
-    "    for obj in gc.get_objects() if not found else ():\n"
-    "        if isinstance(obj, list) and len(obj) == world:\n"
-    "            look(obj, 3)\n"
-    "    mean = torch.stack(list(found[0])).mean(0) if found else grad\n"
-    "    full = sharded_momentum_step.__dict__.setdefault('full', {})\n"
-    "    m = full.get(id(param), torch.zeros_like(param)) * beta + mean\n"
-    "    full[id(param)] = m\n"
-    "    n = param.numel()\n"
-    "    s = -(-n // world)\n"
-    "    lo, hi = min(rank * s, n), min((rank + 1) * s, n)\n"
-    "    momentum.copy_(m[lo:hi])\n"
-    "    param.sub_(lr * m)\n")
-
-
-@pytest.fixture(scope="module")
-def graded_13(tmp_path_factory):
-    root = tmp_path_factory.mktemp("course13")
-    course, source = scratch_course(root, LESSON_13)
-    src_nb = nbformat.read(str(source / LESSON_13 / "exercises.ipynb"), as_version=4)
-    blank = nbformat.read(str(root / "release" / LESSON_13 / "exercises.ipynb"), as_version=4)
-    honest = _honest(src_nb, blank)
-    peek = _answered(blank, "ex4_sharded_step", PEEK_13)
-    incoming = root / "incoming"
-    for student, nb in {"honest": honest, "peek": peek}.items():
-        (incoming / student).mkdir(parents=True)
-        nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
-    outcomes = grade_lesson(source / LESSON_13, course=course, submissions=incoming, workers=1, limits=LIMITS,
-                            progress=False, reference_student="honest")
-    graded_nbs = {o.student: nbformat.read(str(p), as_version=4)
-                  for o in outcomes for p in [root / "autograded" / o.student / LESSON_13 / "exercises.ipynb"]
-                  if p.exists()}
-    max_score = sum(float(c.metadata["nbgrader"].get("points", 0)) for c in src_nb.cells
-                    if c.metadata.get("nbgrader", {}).get("grade"))
-    return {"by": {o.student: o for o in outcomes}, "graded": graded_nbs, "max": max_score}
-
-
-def test_a_sharded_step_that_only_looks_for_the_other_ranks_gradients_earns_nothing(graded_13):
-    honest, peek = graded_13["by"]["honest"], graded_13["by"]["peek"]
-    assert honest.score == graded_13["max"], (honest.score, honest.reason, honest.cells)
-    assert peek.status == "graded", peek.reason
-    assert {gid: peek.cells[gid] for gid in SHARDED_CELLS} == {gid: 0.0 for gid in SHARDED_CELLS}, peek.cells
-    assert peek.score == 0.0, (peek.score, peek.cells)   # the blank with only the sharded step answered
-    assert "a largest difference below 1e-12" in _errors(graded_13["graded"]["peek"], "ex4_visible")

@@ -1,7 +1,12 @@
 """ZeRO memory model against counted tensors; ZeRO stages and FSDP2 against one process; the
 sharded-step check (lesson 13, exercise 4) judged in the caller, not in the workers: directly,
 and through the real grading pipeline (``grade_lesson``, sandboxed) with submissions written
-as a student would write them."""
+as a student would write them, in one class: the honest notebook (the reference solution, graded
+once, by the plan: ``reference_student``) and attacks, each the blank release with only
+``sharded_momentum_step`` answered, which must earn nothing at all (the other exercises fail at
+once, with no multi-process work). One of them, ``peek``, is issue 26's attack 6 on lesson 13
+(see tests/grading/test_grading_parallel_attacks.py): it looks for every rank's gradient in its
+own process instead of communicating, and finds only its own."""
 import copy
 import json
 import math
@@ -226,7 +231,6 @@ def test_reference_step_is_torch_sgd_with_momentum():
 # ------------------------------------------------------------ graded by the real pipeline
 LESSON = "13_sharding_and_model_parallelism"
 STEP_CELLS = ("ex4_visible", "ex4_uneven_shards")
-STEP_POINTS = 4.0
 ATTACKS = {
     # the parameters left as they were; the check rewritten in the kernel and in every worker
     "patch_judge": (
@@ -249,10 +253,53 @@ ATTACKS = {
         "    save = torch.save\n"
         "    torch.save = lambda obj, f: save(0.0, f)\n"),
 }
+# (f) every rank's gradient looked up in this process (the launcher's frames first, then
+#     gc.get_objects()); the full momentum kept by the function itself across steps
+PEEK = (
+    "def sharded_momentum_step(param, grad, momentum, lr, beta):\n"
+    "    # no communication: find every rank's gradient in this process (frames, gc, files)\n"
+    "    import gc, os, pickle, sys\n"
+    "    rank, world = dist.get_rank(), dist.get_world_size()\n"
+    "    found = []\n"
+    "\n"
+    "    def look(obj, depth=0):\n"
+    "        if isinstance(obj, (list, tuple)):\n"
+    "            if (len(obj) == world and all(torch.is_tensor(t) and t.shape == grad.shape for t in obj)\n"
+    "                    and any(torch.equal(t, grad) for t in obj)):\n"
+    "                found.append(obj)\n"
+    "            elif depth < 6:\n"
+    "                for item in obj:\n"
+    "                    look(item, depth + 1)\n"
+    "        elif depth < 6 and isinstance(obj, dict):\n"
+    "            for item in list(obj.values()):\n"
+    "                look(item, depth + 1)\n"
+    "\n"
+    "    frames, frame = [], sys._getframe(1)\n"
+    "    while frame is not None:\n"
+    "        frames.append(frame)\n"
+    "        frame = frame.f_back\n"
+    "    for frame in reversed(frames):  # the launcher's first: every rank's data\n"
+    "        look(dict(frame.f_locals))\n"
+    "    for obj in gc.get_objects() if not found else ():\n"
+    "        if isinstance(obj, list) and len(obj) == world:\n"
+    "            look(obj, 3)\n"
+    "    mean = torch.stack(list(found[0])).mean(0) if found else grad\n"
+    "    full = sharded_momentum_step.__dict__.setdefault('full', {})\n"
+    "    m = full.get(id(param), torch.zeros_like(param)) * beta + mean\n"
+    "    full[id(param)] = m\n"
+    "    n = param.numel()\n"
+    "    s = -(-n // world)\n"
+    "    lo, hi = min(rank * s, n), min((rank + 1) * s, n)\n"
+    "    momentum.copy_(m[lo:hi])\n"
+    "    param.sub_(lr * m)\n")
 
 
 def _cell(nb, grade_id):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+def _errors(nb, grade_id) -> str:
+    return "\n".join(out.get("evalue", "") for out in _cell(nb, grade_id).outputs if out.output_type == "error")
 
 
 @pytest.fixture(scope="module")
@@ -267,22 +314,24 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("course")
     course, source = scratch_course(root, LESSON)
     reference = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
-    honest = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
+    honest = copy.deepcopy(blank)
     for c in reference.cells:
         meta = c.metadata.get("nbgrader", {})
         if meta.get("solution"):
             _cell(honest, meta["grade_id"]).source = "\n".join(
                 line for line in c.source.splitlines() if "### " not in line) + "\n"
     submissions = {"honest": honest}
-    for name, code in ATTACKS.items():
-        submissions[name] = copy.deepcopy(honest)
+    for name, code in {**ATTACKS, "peek": PEEK}.items():   # the blank with only the sharded step answered
+        submissions[name] = copy.deepcopy(blank)
         _cell(submissions[name], "ex4_sharded_step").source = code
     incoming = root / "incoming"
     for student, nb in submissions.items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=1,
-                            limits=Limits(cell_seconds=150, notebook_seconds=600), progress=False)
+                            limits=Limits(cell_seconds=150, notebook_seconds=600), progress=False,
+                            reference_student="honest")
     plan = json.loads((root / "build" / "grading" / LESSON / "plan.json").read_text())
     nbs = {o.student: nbformat.read(str(p), as_version=4) for o in outcomes
            for p in [root / "autograded" / o.student / LESSON / "exercises.ipynb"] if p.exists()}
@@ -300,9 +349,16 @@ def test_graded_sharded_step_is_judged_by_the_checker(graded):
         o = graded["by"][student]
         assert o.status == "graded", (student, o.reason)
         assert {gid: o.cells[gid] for gid in STEP_CELLS} == {gid: 0.0 for gid in STEP_CELLS}, (student, o.cells)
-        assert o.score == honest.score - STEP_POINTS, (student, o.score, o.cells)
-    errors = {student: "\n".join(out.get("evalue", "")
-                                 for out in _cell(graded["graded"][student], "ex4_visible").outputs
-                                 if out.output_type == "error") for student in ATTACKS}
+        assert o.score == 0.0, (student, o.score, o.cells)   # nothing earned anywhere
+    errors = {student: _errors(graded["graded"][student], "ex4_visible") for student in ATTACKS}
     assert "a largest difference below 1e-12" in errors["patch_judge"], errors
     assert "sent back malformed data (not the dict" in errors["forge_result"], errors
+
+
+@pytest.mark.timeout(1200)
+def test_a_sharded_step_that_only_looks_for_the_other_ranks_gradients_earns_nothing(graded):
+    peek = graded["by"]["peek"]
+    assert peek.status == "graded", peek.reason
+    assert {gid: peek.cells[gid] for gid in STEP_CELLS} == {gid: 0.0 for gid in STEP_CELLS}, peek.cells
+    assert peek.score == 0.0, (peek.score, peek.cells)   # the blank with only the sharded step answered
+    assert "a largest difference below 1e-12" in _errors(graded["graded"]["peek"], "ex4_visible")

@@ -18,10 +18,11 @@ that is plain Python, written honestly), and naive transposes diluted with one l
 rewrites (item 5) or run one lane at a time, which must lose the cells that judge sectors per
 warp and bank conflicts.
 
-Per lesson the class is: the reference (full marks), the blank release (0), the input-overwriting
-kernels (only the non-kernel exercises' points), naive kernels reading through atomics (every
-correctness cell, no budget cell of those exercises: what plain naive reads earn) and, in lesson
-03, the diluted and the one-lane-at-a-time transposes. A few cheap unit tests of
+Per lesson the class is: the reference (full marks; ``honest``, the plan's own run of it, graded
+once), the blank release (0), the input-overwriting kernels (only the non-kernel exercises'
+points), naive kernels reading through atomics (every correctness cell, no budget cell of those
+exercises: what plain naive reads earn) and, in lesson 03, the diluted and the one-lane-at-a-time
+transposes, the pool kernel without its barrier (a race). A few cheap unit tests of
 ``launch_checked`` come first, and one of a checker that dies (its signal reported, not a
 time-out). Skipped (the graded part) where bubblewrap cannot run.
 """
@@ -291,8 +292,10 @@ def graded(request, tmp_path_factory):
     for student, nb in _submissions(lesson, blank).items():
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
-    outcomes = grade_lesson(source / lesson, course=course, submissions=incoming, workers=2, limits=LIMITS,
-                            progress=False)
+    # one slot (a second one's kernel and checker templates cost CPU-s the suite's busy cores do not
+    # give back); honest is the reference solution, graded once, by the plan (reference_student)
+    outcomes = grade_lesson(source / lesson, course=course, submissions=incoming, workers=1, limits=LIMITS,
+                            progress=False, reference_student="honest")
     pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{lesson}/exercises.html")}
     return {"lesson": lesson, "by": {o.student: o for o in outcomes}, "pages": pages,
             "not_passed_in_checker": not_passed_in_checker(course.root, lesson), **ATTACKS[lesson]}

@@ -4,7 +4,7 @@ a served kernel and a served checker (``lend``) and gives them back when the run
 lesson after another; a test module grades class after class) forks from templates that imported
 torch, ipykernel and the earlier lessons' modules already; each lesson's own import statements are
 added to them (``add_preload``). A kept template is for the same kind, limits, slot and sandbox
-only.
+only (but for the time limits per cell and notebook, which the grader keeps from outside).
 
 Without a sandbox (``sandbox=False``: the build's round trip, whose submissions are the
 instructor's own code, or ``course grade --no-sandbox-i-trust-this-code``) nothing here defends a
@@ -22,6 +22,7 @@ died ends when its stdin closes (a sandbox's bubblewrap with its parent).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import socket
@@ -52,19 +53,27 @@ def _scratch() -> Path:
         return _SCRATCH[0]
 
 
+def _sandboxed_part(limits):
+    """The limits a template's sandbox was started with: all but the time a cell and a notebook
+    may take, which the grader keeps from outside, per submission (``execute``); a template kept
+    from a run with other time limits serves as well."""
+    return dataclasses.replace(limits, cell_seconds=0.0, notebook_seconds=0.0)
+
+
 def lend(kind: str, limits, preload: str, slot: int = 0, sandbox: bool = False):
     """A served ``"kernel"`` or ``"checker"`` for ``slot``, with ``limits``, in its sandbox or not,
     whose template has run (or will run at its start) ``preload``: a kept one when there is one,
     else a new one."""
-    key = (kind, repr(limits), slot, sandbox)
     with _LOCK:
-        kept = next((i for i, (k, _) in enumerate(_KEPT) if k == key), None)
+        kept = next((i for i, (k, old) in enumerate(_KEPT) if k[0] == kind and k[2:] == (slot, sandbox)
+                     and _sandboxed_part(old.limits) == _sandboxed_part(limits)), None)
         served = _KEPT.pop(kept)[1] if kept is not None else None
     if served is None:
         scratch = _scratch()
         if kind == "kernel":
             return ServedKernel(limits, slot, scratch, preload, sandbox=sandbox)
         return CheckerProcess(limits, slot, sandbox, scratch, preload=preload)
+    served.limits = limits   # the same sandbox; this run's time limits
     if served.proc is not None:
         with sandboxed_process._LIVE_LOCK:   # killed with the run's sandboxes on SIGTERM
             sandboxed_process.LIVE.add(served)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from .cpu_share import CpuGroup
@@ -33,6 +34,22 @@ LIVE: set = set()             # sandboxes started and not yet stopped
 STOPPING = threading.Event()  # set by kill_all: no sandbox starts any more until cleared
 _LIVE_LOCK = threading.Lock()
 WATCH_SECONDS = 0.25          # how often the watchdog looks
+
+
+_SPAWNER: list = []           # [(pid, executor)]: the one thread this process starts its sandboxes from
+_SPAWNER_LOCK = threading.Lock()
+
+
+def _spawner() -> ThreadPoolExecutor:
+    """The thread every sandbox of this process is started from. bubblewrap's --die-with-parent
+    (PR_SET_PDEATHSIG) fires when the *thread* that started it ends, not the process: a sandbox
+    started by a grading run's pool thread was killed when the run's pool shut down, so a template
+    kept for the next run (``kept_templates``) was found dead unless the main thread had started
+    it. This thread lives as long as the process (one per process: a forked child makes its own)."""
+    with _SPAWNER_LOCK:
+        if not _SPAWNER or _SPAWNER[0][0] != os.getpid():
+            _SPAWNER[:] = [(os.getpid(), ThreadPoolExecutor(max_workers=1, thread_name_prefix="sandbox-spawner"))]
+        return _SPAWNER[0][1]
 
 
 def kill_all(close: bool = False) -> None:
@@ -166,18 +183,21 @@ class SandboxedProcess:
                 cpu.join()
             apply_rlimits(limits)
 
-        # SIGINT blocked while forking: the child runs Python (threading's after-fork hooks) before
-        # its setsid, and a Ctrl-C there printed a KeyboardInterrupt traceback into the grader's stderr
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-        try:
-            self.proc = subprocess.Popen(
-                argv, preexec_fn=in_child, env=env, cwd=None if self.sandbox else cwd,
-                stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
-                stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        with _LIVE_LOCK:
-            LIVE.add(self)
+        def start():
+            # SIGINT blocked while forking: the child runs Python (threading's after-fork hooks) before
+            # its setsid, and a Ctrl-C there printed a KeyboardInterrupt traceback into the grader's stderr
+            blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+            try:
+                self.proc = subprocess.Popen(
+                    argv, preexec_fn=in_child, env=env, cwd=None if self.sandbox else cwd,
+                    stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if pipes else subprocess.DEVNULL, stderr=subprocess.PIPE)
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+            with _LIVE_LOCK:
+                LIVE.add(self)
+
+        _spawner().submit(start).result()
         self._drainer = threading.Thread(target=self._drain, args=(self.proc.stderr,), daemon=True)
         self._drainer.start()
 

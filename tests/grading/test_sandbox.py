@@ -189,7 +189,9 @@ def graded(tmp_path_factory):
     (incoming / "missing" / "notes.txt").write_text("forgot the notebook")
     before = {"gradebook_cells": _gradebook_cells(course), "checks": _digest(paths.LIBRARY / "checks" / "core.py"),
               "source": _digest(source / LESSON / "exercises.ipynb")}
-    # the burners first: the CSV is the last run's, the gradebook keeps both runs' students
+    # the burners first: the CSV is the last run's, the gradebook keeps both runs' students; the
+    # second run's slot 0 forks from the templates the first gave back (``kept_templates``: the
+    # same sandbox limits but for the time a cell may take), as this module's later runs do
     by = {o.student: o for o in grade_lesson(source / LESSON, course=course, submissions=burners, workers=1,
                                              limits=BURNER_LIMITS, progress=False)}
     outcomes = grade_lesson(source / LESSON, course=course, submissions=incoming, workers=2,

@@ -18,4 +18,13 @@ if [ -n "$missing" ]; then
 else
     echo "bubblewrap and Chromium found"
 fi
+# Optional: Debian's Chromium headless shell, the lighter headless build that
+# tests/browser/test_hub.py runs where it is installed (the full Chromium otherwise). Asked for on
+# its own: a distribution without the package must not keep the two above from installing.
+if [ ! -x /usr/lib/chromium/chromium-headless-shell ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+        && apt-cache show chromium-headless-shell >/dev/null 2>&1; then
+    echo "installing Debian's chromium-headless-shell"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium-headless-shell >/dev/null \
+        || echo "note: could not install chromium-headless-shell; the hub test uses the full Chromium"
+fi
 exit 0

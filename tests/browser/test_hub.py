@@ -51,8 +51,16 @@ LESSON = "01_hardware_foundations"
 COURSE_ID = "gpu-course"
 SHOTS = REPO / "build" / "hub-screenshots"
 INSTRUCTOR, RIGHT, WRONG = "chub-teacher", "chub-ada", "chub-bob"
-CHROMIUM = "/usr/lib/chromium/chromium"  # the binary behind Debian's /usr/bin/chromium wrapper
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+# Debian's headless shell (package chromium-headless-shell), the build Playwright itself runs for
+# headless Chromium, where installed: the full browser's headless mode draws browser UI nobody
+# sees (a renderer of its own per context) and cost about 5 CPU-s more for this test's three
+# JupyterLab pages. Otherwise the binary behind Debian's /usr/bin/chromium wrapper.
+CHROMIUM = next((path for path in ("/usr/lib/chromium/chromium-headless-shell", "/usr/lib/chromium/chromium")
+                 if Path(path).exists()), "/usr/lib/chromium/chromium")
+# --disable-webgl: without a GPU, WebGL is SwiftShader on the CPU, and JupyterLab's terminal draws
+# with it when it can (shader compilation on every terminal opened, about 2 CPU-s for the
+# instructor's two); without WebGL xterm.js takes its canvas renderer, showing the same text
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-webgl", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
 # JupyterLab's layout at a laptop's size: fewer pixels for the headless browser to draw
@@ -119,8 +127,8 @@ def accounts():
 
 def copy_course(dest: Path, owner: str) -> Path:
     """The repository's files (tracked, or untracked and not ignored) copied to ``dest`` and
-    given to ``owner``, with hub/node_modules and a hard-linked .venv whose scripts and
-    editable install point at the copy. Returns ``dest``."""
+    given to ``owner``, with hub/node_modules, build/cache's empty gradebook and a hard-linked
+    .venv whose scripts and editable install point at the copy. Returns ``dest``."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=REPO, capture_output=True, text=True, check=True).stdout.split("\0")
     for name in filter(None, listed):
@@ -129,6 +137,12 @@ def copy_course(dest: Path, owner: str) -> Path:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, dest / name)
     shutil.copytree(REPO / "hub" / "node_modules", dest / "hub" / "node_modules", symlinks=True)
+    # the empty gradebook this checkout made once for its nbgrader version (nbgrader_course.
+    # empty_gradebook, a cache under build/cache/ keyed by that version): `course release`
+    # would make it again, asking alembic in two more processes (about 2.5 CPU-s)
+    for cached in (REPO / "build" / "cache").glob("empty-gradebook-nbgrader-*.db"):
+        (dest / "build" / "cache").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, dest / "build" / "cache" / cached.name)
     entry = pwd.getpwnam(owner)
     for root, dirs, files in os.walk(dest):
         for name in dirs + files:
@@ -300,7 +314,11 @@ class Person:
         screen.wait_for()
         screen.click()
         home = Path(pwd.getpwnam(self.user).pw_dir)
-        page.keyboard.type(f"({command}) > ~/{name}.log 2>&1; echo $? > ~/{name}.rc; tail -n 25 ~/{name}.log\n")
+        # the command line arrives as one input event, as a paste does, then Enter: typed key by key,
+        # each of its ~150-200 characters was a key event through the browser, an echo through
+        # the terminal's websocket and a redraw (about 1.5 CPU-s a command)
+        page.keyboard.insert_text(f"({command}) > ~/{name}.log 2>&1; echo $? > ~/{name}.rc; tail -n 25 ~/{name}.log")
+        page.keyboard.press("Enter")
         deadline = time.monotonic() + timeout
         while not (home / f"{name}.rc").exists() or not (home / f"{name}.rc").read_text().strip():
             assert time.monotonic() < deadline, f"{command!r} did not finish in {timeout} s"

@@ -50,3 +50,13 @@ def linked_venv(dest: Path) -> Path:
                 rewrite(finder, f"'{old_repo}/", f"'{dest}/")
                 rewrite(finder, f"{old_repo}\n", f"{dest}\n")
     return venv
+
+
+def copy_gradebook_cache(source: Path, dest: Path) -> None:
+    """The empty gradebook ``source`` made once for its nbgrader version (``nbgrader_course.
+    empty_gradebook``'s cache, ``build/cache/empty-gradebook-nbgrader-<version>.db``) copied into the
+    course copy ``dest``, as in a course that made one before: making it asks alembic in a
+    subprocess (about 2.5-4 CPU-s). Nothing is copied when ``source`` has none."""
+    for cached in (source / "build" / "cache").glob("empty-gradebook-nbgrader-*.db"):
+        (dest / "build" / "cache").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(cached, dest / "build" / "cache" / cached.name)

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from course_copy import link_or_copy, linked_venv
+from course_copy import copy_gradebook_cache, link_or_copy, linked_venv
 from free_ports import free_port_range
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,9 +140,7 @@ def copy_course(dest: Path, owner: str) -> Path:
     # the empty gradebook this checkout made once for its nbgrader version (nbgrader_course.
     # empty_gradebook, a cache under build/cache/ keyed by that version): `course release`
     # would make it again, asking alembic in two more processes (about 2.5 CPU-s)
-    for cached in (REPO / "build" / "cache").glob("empty-gradebook-nbgrader-*.db"):
-        (dest / "build" / "cache").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(cached, dest / "build" / "cache" / cached.name)
+    copy_gradebook_cache(REPO, dest)
     entry = pwd.getpwnam(owner)
     for root, dirs, files in os.walk(dest):
         for name in dirs + files:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from course_copy import linked_venv
+from course_copy import copy_gradebook_cache, linked_venv
 from free_ports import free_port_range
 from scratch_course import FROZEN, cell, edited, scratch_course, solutions
 
@@ -225,9 +225,7 @@ def _course_copy(dest: Path) -> Path:
     making it asks alembic in a subprocess, about 4 CPU-s of the submitting command)."""
     for name in ("course_tools", "course_lib", "data"):
         shutil.copytree(REPO / name, dest / name)
-    for cached in (REPO / "build" / "cache").glob("empty-gradebook-*.db"):
-        (dest / "build" / "cache").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(cached, dest / "build" / "cache")
+    copy_gradebook_cache(REPO, dest)
     shutil.copy2(REPO / "nbgrader_config.py", dest)
     shutil.copytree(FROZEN / LESSON, dest / "notebooks" / LESSON)
     linked_venv(dest)

@@ -3,7 +3,10 @@ checker runs for the student in Triton's interpreter (``course_lib.triton_traffi
 attacks and the whitelist's unit tests are in test_triton_grading.py). One batch graded by the
 real ``grade_lesson``: a kernel whose q, k, v are tl.constexpr (the interpreter handed it the
 checker's torch tensors, to zero), and a kernel with no key loop that holds every key in one
-block, over the exercise's bound on blocks (one BLOCK_M x BLOCK_D tile per tensor).
+block, over the exercise's bound on blocks (one BLOCK_M x BLOCK_D tile per tensor). Each attacker
+is the blank release with only the kernel and exercise 3's byte formula answered (exercise 3's
+count runs the kernel once the formula answers), so it must earn the formula's 2 points and
+nothing else; the reference is graded, in full, by the plan's own run.
 """
 import copy
 import html
@@ -63,13 +66,15 @@ LIMITS = Limits(memory_bytes=2**31, cpu_seconds=600, processes=256, file_bytes=3
 
 
 def _submissions(blank) -> dict:
-    """Two attackers, honest but for exercise 2's kernel. No honest student: ``course grade``
-    first grades the reference in the checker and refuses to go on unless it passes every test
-    cell (the blank's zero is test_wrong_answers')."""
+    """Two attackers: the blank with only exercise 2's kernel and exercise 3's formula answered
+    (the other exercises fail at once, with no interpreter run: exercises 4 and 5 of two honest
+    notebooks were about 4 CPU-s of the module's 25). No honest student: ``course grade`` first
+    grades the reference in the checker and refuses to go on unless it passes every test cell
+    (the blank's zero is test_wrong_answers')."""
     def attention(kernel: str):
         nb = copy.deepcopy(blank)
-        for gid, code in SOLUTIONS.items():
-            cell(nb, gid).source = kernel if gid == "ex2_attention" else code
+        cell(nb, "ex2_attention").source = kernel
+        cell(nb, "ex3_bytes").source = SOLUTIONS["ex3_bytes"]
         return nb
 
     return {"constexpr": attention(CONSTEXPR_ATTENTION), "one_block": attention(ONE_BLOCK_ATTENTION)}
@@ -91,7 +96,7 @@ def test_tensors_for_constexpr_parameters_earn_nothing(graded):
     assert not_passed_in_checker(graded["root"], LESSON) == [], graded["plan"]
     o = graded["by"]["constexpr"]
     assert all(o.cells[g] == 0 for g in ATTENTION_CELLS), o.cells
-    assert o.score == 3 + 2 + 5 + 6, (o.score, o.cells)  # exercises 1 and 4, the formula of 3 and the kernels of 5
+    assert o.score == 2, (o.score, o.cells)  # the formula of 3 (ex3_visible); every other exercise is blank
     assert ("attention_kernel's parameter `q_ptr` receives a tensor but is annotated `tl.constexpr`"
             in html.unescape(graded["pages"]["constexpr"]))
 
@@ -103,7 +108,7 @@ def test_one_block_of_every_key_is_refused(graded):
     kernel's bytes before) stops at its first tensor as wide as all the keys."""
     o = graded["by"]["one_block"]
     assert all(o.cells[g] == 0 for g in ATTENTION_CELLS), o.cells
-    assert o.score == 3 + 2 + 5 + 6, (o.score, o.cells)
+    assert o.score == 2, (o.score, o.cells)
     page = html.unescape(graded["pages"]["one_block"])
     assert ("makes a tensor of 2048 elements (shape (128, 16)); a graded block has at most 256 elements in this "
             "launch") in page

@@ -11,6 +11,7 @@ written as students would write it and graded by the real ``course grade`` in on
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -28,6 +29,9 @@ from course_tools.grading.sandbox import Limits
 from course_tools.grading.served_kernel import served_kernel
 
 LIMITS = Limits(memory_bytes=2**30, cpu_seconds=120, processes=64, cell_seconds=8, notebook_seconds=60)
+# the run whose cell forks a process that spins until the cell's deadline: what is tested is that
+# it is gone before the next cell, not the deadline's size (at 8 s it spun ~8 CPU-s on an idle machine)
+SHORT_CELLS = dataclasses.replace(LIMITS, cell_seconds=4)
 pytestmark = pytest.mark.skipif(not sandbox.bubblewrap(), reason="no sandbox: " + sandbox.why_no_sandbox())
 
 # what a kernel can see of an earlier submission, printed as one line the tests read
@@ -64,20 +68,21 @@ def _notebook(*codes: str):
 
 @pytest.fixture
 def slot():
-    """(run a notebook as the slot's next submission, the slot's served kernel)."""
+    """(run a notebook as the slot's next submission, under ``LIMITS`` unless given others; the slot's
+    served kernel)."""
     scratch = Path(tempfile.mkdtemp(prefix="course-skernel-"))
     facts = lesson_facts(_notebook())
     checker = served_checker(LIMITS, facts, 0, True, scratch)
     kernel = served_kernel(LIMITS, facts, 0, True, scratch)
 
-    def run(nb):
+    def run(nb, limits=LIMITS):
         folder = kernel.prepare()
         (folder / "notes.txt").write_text("the student's own file")
         uid = sandbox.sandbox_uid(0)
         if uid is not None:
             os.chown(folder / "notes.txt", uid, uid)
         # the lesson's facts, not the notebook's: the cells added before the exercise are the student's
-        return execute_submission(nb, folder, LIMITS, facts, 0, True, scratch, checker, kernel)
+        return execute_submission(nb, folder, limits, facts, 0, True, scratch, checker, kernel)
 
     yield run, kernel
     kernel.close()
@@ -124,7 +129,7 @@ def test_what_a_timed_out_cell_forked_is_gone_before_the_next_cell(slot):
     # the busy fork is the kernel's child: killed, it stays a zombie (Z) until the kernel ends
     count = ("try:\n    state = open(f'/proc/{busy}/stat').read().rsplit(')', 1)[1].split()[0]\n"
              "except OSError:\n    state = 'gone'\nprint('BUSY FORK', 'ended' if state in ('Z', 'gone') else state)")
-    ex = run(_notebook(forks, LOOK, count))
+    ex = run(_notebook(forks, LOOK, count), SHORT_CELLS)
     assert any("timed out in cell 2" in note for note in ex.notes), ex.notes
     assert not any("restarted" in note for note in ex.notes), ex.notes   # the kernel lived on
     assert _seen(ex) == "SEEN ['notes.txt']\n", "a process the timed-out cell forked is still running"

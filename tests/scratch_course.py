@@ -60,13 +60,16 @@ def not_passed_in_checker(root: Path, lesson: str) -> list[str]:
     return sorted(set(ids_of_test_cells(nb)) - set(plan["passed_in_checker"]))
 
 
-def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 1) -> dict:
+def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 1,
+                reference_student: str | None = None) -> dict:
     """A scratch course of ``lesson`` at ``root`` whose students hand in ``submissions(blank)``
     (``{student: notebook}``, built on the released notebook), graded in one batch by the real
     ``grade_lesson`` (sandboxed), in one slot unless ``workers`` says otherwise (each slot starts
     its own kernel and checker templates, about 6 CPU-s; the suite's workers keep both cores busy
-    already). Returns ``{"by": {student: Outcome}, "pages": {student: feedback HTML}, "plan": the
-    plan file's text}``."""
+    already). ``reference_student`` names a student whose notebook is the reference solution: when
+    the plan grades the reference in this run (no earlier scratch course's plan), that run is their
+    grade rather than a second run of the same notebook (``grade_lesson``'s option). Returns
+    ``{"by": {student: Outcome}, "pages": {student: feedback HTML}, "plan": the plan file's text}``."""
     import nbformat
 
     from course_tools.grading.grade import grade_lesson
@@ -78,7 +81,7 @@ def grade_class(root: Path, lesson: str, submissions, limits, workers: int = 1) 
         (incoming / student).mkdir(parents=True)
         nbformat.write(nb, str(incoming / student / "exercises.ipynb"))
     outcomes = grade_lesson(source / lesson, course=course, submissions=incoming, workers=workers, limits=limits,
-                            progress=False)
+                            progress=False, reference_student=reference_student)
     pages = {p.parent.parent.name: p.read_text() for p in (root / "feedback").glob(f"*/{lesson}/exercises.html")}
     plan = (root / "build" / "grading" / lesson / "plan.json").read_text()
     return {"by": {o.student: o for o in outcomes}, "pages": pages, "plan": plan}

@@ -278,7 +278,8 @@ def graded(tmp_path_factory):
     if not sandbox.bubblewrap():
         pytest.skip("no sandbox: " + sandbox.why_no_sandbox())
     root = tmp_path_factory.mktemp("course")
-    return {**grade_class(root, LESSON, _submissions, LIMITS), "root": root}
+    # honest is the reference solution: graded once, by the plan's own run of it (reference_student)
+    return {**grade_class(root, LESSON, _submissions, LIMITS, reference_student="honest"), "root": root}
 
 
 @pytest.mark.timeout(900)

@@ -5,7 +5,6 @@ three kinds of submission."""
 import copy
 import csv
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -14,11 +13,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from scratch_course import lesson_folder
+from scratch_course import scratch_course
 
 from course_tools.grading import sandbox
 from course_tools.grading.grade import grade_lesson, merge_lesson
-from course_tools.grading.nbgrader_course import CourseDir, release
+from course_tools.grading.nbgrader_course import CourseDir
 from course_tools.grading.sandbox import Limits
 from course_tools.paths import REPO
 
@@ -29,10 +28,11 @@ pytestmark = [pytest.mark.timeout(900),
 
 
 def _course(root: Path, students: dict) -> CourseDir:
-    source = root / "source"
-    shutil.copytree(lesson_folder(LESSON), source / LESSON)   # the frozen copy: this tests the grader
-    course = CourseDir(root, source)
-    release(course, LESSON)
+    """A scratch course of the frozen lesson 01 (this tests the grader) whose ``incoming`` holds
+    ``students`` ({student: "honest", "blank" or "half"}). It starts with the lesson plan of this
+    process's latest scratch course (``scratch_course``), as a class's second run finds its first's:
+    the reference is graded once per process, not by every course of this module."""
+    course, source = scratch_course(root, LESSON)
     src = nbformat.read(str(source / LESSON / "exercises.ipynb"), as_version=4)
     blank = nbformat.read(str(root / "release" / LESSON / "exercises.ipynb"), as_version=4)
     honest = copy.deepcopy(blank)

@@ -3,8 +3,8 @@
 
     kernel time = max(DRAM, L2, L1, shared memory, compute)      (the launch cost is reported apart)
     DRAM        = DRAM bytes / DRAM bandwidth + latency           (L2 takes the latency instead when the
-    latency     = waves x (memory latency + one block's            working set stays in L2, repeated=True)
-                           shared-memory passes / clock)
+    latency     = waves x (memory latency + the resident           working set stays in L2, repeated=True)
+                           blocks' shared-memory passes / clock)
     waves       = bytes loaded / (SMs used x bytes in flight per SM)
 
 Each pipe's time is what the launch asks of it over the rate at which the GPU serves it; the pipes
@@ -24,11 +24,13 @@ work at the same time, so the slowest one (the ``bound``) sets the kernel's time
   size and shared memory against ``data/gpu_sm_limits.csv``, no more blocks than the launch has) x the
   bytes each warp loads before it waits (32 x the sectors of its global loads). R = the memory latency
   (``data/gpu_latency.csv``: pointer chasing, DRAM, or L2 when the working set stays there) + the
-  block's own shared-memory passes at one per clock: a block waits for its loads, works through its
-  shared phase after the barrier, and loads nothing more until a new block takes its place (an
-  assumption: the published H100 transposes agree with it, the 32-way conflicted tile measuring about
-  the padded one's time plus its passes, but they are the targets, not a check). Bytes loaded / (SMs
-  used x I) is the number of waves of resident blocks, so latency = waves x R. Latency and transfer
+  shared-memory passes of all the SM's resident blocks at one per clock: a wave's blocks start
+  together, wait for their loads together, then work through their shared phases (a transpose's tile,
+  a reduction's tree) on the SM's one shared-memory pipe, and load nothing more until new blocks take
+  their place (an assumption, the wave model's own; the earlier one, each block's shared phase alone,
+  put a reduction's tree of 5 to 10 barrier steps nearly for free: interleaved addressing 0.51 of the
+  reference sum on an RTX 3090 against 0.26 measured). Bytes loaded / (SMs used x I) is the number of
+  waves of resident blocks, so latency = waves x R. Latency and transfer
   add (R. W. Hockney's t = latency + bytes / bandwidth, "The communication challenge for MPP",
   Parallel Computing 20(3), 1994): a wave's loads wait, then their bytes cross DRAM. Checked against
   measurements the targets do not use (``data/gpu_stream_published.csv``: gpu-benches' one-load
@@ -59,10 +61,19 @@ warp's on an idle GPU, taken from a neighbouring card where the GPU itself was n
 (``measured_on``); they grow under load, which adding the transfer stands for only roughly:
 gpu-stream's read kernel runs 1.5x slower than predicted at 3 % occupancy and 1.27x faster at
 100 %, so the time is an estimate, not a bound. Registers per thread, unknown before compiling, are
-left out of occupancy, so resident warps may be overstated. Left out: the latency of shared-memory
-accesses and of barriers themselves (a reduction's tree of barriers waits that long at every step),
-the last partial wave, instruction issue (statements are not SASS instructions), TLB misses of very
-large strides, and what a partial-sector write costs beyond its sector.
+left out of occupancy, so resident warps may be overstated. Held to published figures
+(``data/transpose_published.csv``, tests/lib/test_simt_prediction.py; no constant fitted to them): four
+H100 transposes (naive 0.20 of the recorded copy against 0.16 measured, 32-way conflicted tile 0.34
+against 0.33, padded 0.62 against 0.57, padded with 4 elements per thread 0.82 against 0.93) and two
+RTX 3090 reductions of 2^25 float32 against the published reference sum (interleaved addressing 0.36
+against 0.26, sequential addressing 0.49 against 0.38, at the block size predicted fastest; 0.30 to
+0.36 and 0.34 to 0.49 over blocks of 64 to 1024 threads). Left out: the latency of a shared-memory
+access and of a barrier (each step of a reduction's tree waits a shared-memory round trip and a
+barrier: no Ampere figure for a barrier was found, and the engine does not record barrier steps;
+both reductions come out somewhat fast, 1.4x and 1.3x), instruction issue (statements are not SASS
+instructions: interleaved addressing's `tid % (2 * s)` costs an integer division per step), atomics
+to one address serialising in L2, blocks of a wave drifting apart, the last partial wave, TLB misses
+of very large strides, and what a partial-sector write costs beyond its sector.
 
 Units: seconds, bytes, FLOPs, bytes per second.
 """
@@ -91,8 +102,14 @@ def launch_overhead() -> float:
 
 
 def gpu_spec(gpu: str) -> dict:
-    """The ``data/device_specs.csv`` row of the GPU named ``gpu`` (exact name or model number)."""
+    """The ``data/device_specs.csv`` row of the GPU named ``gpu`` (exact name or model number); for a GPU
+    that file does not list, the datasheet columns of its ``data/gpu_pipes.csv`` row (``clock_ghz``,
+    ``dram_bandwidth_gbs`` as ``bandwidth_gbs``, ``fp32_tflops``, ``fp64_tflops``)."""
     rows = [r for r in device_specs() if r["kind"] == "GPU"]
+    rows += [{"device": name, "kind": "GPU", "clock_ghz": float(r["clock_ghz"]),
+              "bandwidth_gbs": float(r["dram_bandwidth_gbs"]), "fp32_tflops": float(r["fp32_tflops"]),
+              "fp64_tflops": float(r["fp64_tflops"])}
+             for name, r in _pipe_rows().items() if r["clock_ghz"] and name not in {s["device"] for s in rows}]
     for row in rows:
         if row["device"] == gpu:
             return row
@@ -174,8 +191,9 @@ def published(device: str | None = None) -> list[dict]:
 class Prediction:
     """The estimate and its parts (seconds, bytes, FLOPs, passes) for one launch on one GPU.
     ``seconds`` is the kernel's own time, the slowest pipe of ``pipes``; ``bound`` names that pipe, or
-    is "latency" when most of that pipe's time is the latency added to it. ``latency_s`` (waves x
-    (``memory_latency_s`` + ``block_shared_s``)) is part of the pipe named ``latency_pipe`` ("DRAM", or
+    is "latency" or "shared memory" when the memory latency, or the shared-memory passes, added to that pipe
+    are the largest part of its time. ``latency_s`` (waves x (``memory_latency_s`` + ``block_shared_s``,
+    the passes of a wave's resident blocks at one per clock)) is part of the pipe named ``latency_pipe`` ("DRAM", or
     "L2" when the working set stays in L2); ``transfers`` holds the DRAM and L2 pipes without it and
     ``latencies`` the latency either level would add. ``loads_per_warp`` and ``bytes_in_flight_per_sm``
     are what Little's law is given; ``waves`` = blocks / (SMs used x resident blocks per SM).
@@ -244,7 +262,7 @@ class Prediction:
                 "shared-memory passes": self.shared_passes, "bytes used": self.useful_bytes,
                 "fp32 FLOPs": self.flops32, "fp64 FLOPs": self.flops64,
                 f"latency, in {self.latency_pipe} (s)": self.latency_s, "memory latency (s)": self.memory_latency_s,
-                "a block's shared-memory passes (s)": self.block_shared_s, "waves of resident blocks": self.waves,
+                "a wave's shared-memory passes (s)": self.block_shared_s, "waves of resident blocks": self.waves,
                 "global loads per warp": self.loads_per_warp, "bytes in flight per SM": self.bytes_in_flight_per_sm}
 
     def sentence(self) -> str:
@@ -257,7 +275,7 @@ class Prediction:
         pipes = "; ".join(f"{name} {_fmt(s)}" for name, s in self.pipes.items())
         latency = (f"latency {_fmt(self.latency_s)} of the {self.latency_pipe} pipe: {self.waves:.3g} waves of "
                    f"resident blocks x ({_fmt(self.memory_latency_s)} {self.latency_pipe} latency + "
-                   f"{_fmt(self.block_shared_s)} of a block's shared-memory passes), "
+                   f"{_fmt(self.block_shared_s)} of its resident blocks' shared-memory passes), "
                    f"{self.bytes_in_flight_per_sm:,.0f} bytes in flight per SM, {self.loads_per_warp:.3g} loads "
                    "per warp" if self.latency_s else "no global loads: no latency")
         return (f"on an {self.gpu} this kernel would take about {_fmt(self.seconds)}, bound by {self.bound} "
@@ -320,7 +338,7 @@ def predict(result, gpu: str, registers_per_thread: int | None = None, scale: fl
     in_flight = resident_blocks * -(-result.threads_per_block // 32) * bytes_per_warp
     waves = result.blocks * scale / (sms_used * resident_blocks)
     wait = memory_latency(gpu)
-    block_shared = block_passes / rates["clock_hz"]
+    block_shared = resident_blocks * block_passes / rates["clock_hz"]
     latencies = {level: waves * (wait[f"{level.lower()}_s"] + block_shared) if bytes_per_warp else 0.0
                  for level in ("DRAM", "L2")}
     level = "DRAM" if moved else "L2"
@@ -330,7 +348,11 @@ def predict(result, gpu: str, registers_per_thread: int | None = None, scale: fl
              "shared memory": passes * BANKS * BANK_WORD / (rates["shared"] * fraction),
              "compute": (f32 / (spec["fp32_tflops"] * 1e12) + f64 / (spec["fp64_tflops"] * 1e12)) / fraction}
     slowest = max(pipes, key=pipes.get)
-    bound = "latency" if slowest == level and latencies[level] > transfers[level] else slowest
+    bound = slowest
+    if slowest == level and latencies[level]:     # the latency-carrying pipe: its largest part names the bound
+        parts = {level: transfers[level], "latency": waves * wait[f"{level.lower()}_s"],
+                 "shared memory": waves * block_shared}
+        bound = max(parts, key=parts.get)
     useful = round(sum(s.ideal_sectors for s in sites) * SECTOR * scale)
     return Prediction(spec["device"], pipes[slowest], bound, pipes, launch_overhead(), pipes["DRAM"],
                       pipes["compute"], moved, cached, uncached, l2, useful, uncached, lines, passes, f32, f64,

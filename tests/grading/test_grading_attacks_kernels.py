@@ -22,7 +22,8 @@ Per lesson the class is: the reference (full marks; ``honest``, the plan's own r
 once), the blank release (0), the input-overwriting kernels (only the non-kernel exercises'
 points), naive kernels reading through atomics (every correctness cell, no budget cell of those
 exercises: what plain naive reads earn) and, in lesson 03, the diluted and the one-lane-at-a-time
-transposes, the pool kernel without its barrier (a race). A few cheap unit tests of
+transposes and the pool kernel without its barrier (a race), each the blank with only that kernel
+answered (as the other attack classes: no second run of the lesson's other kernels). A few cheap unit tests of
 ``launch_checked`` come first, and one of a checker that dies (its signal reported, not a
 time-out). Skipped (the graded part) where bubblewrap cannot run.
 """
@@ -209,6 +210,8 @@ ATTACKS = {
         # the tile too: 1 pass each, thousands for one warp's 32 words)
         "traffic": {"diluted": DILUTED, "serialized": SERIALIZED},
         "traffic_loses": ["ex7_sectors", "ex7_conflicts"],
+        # the cells that judge the tiled transpose (the traffic students answer nothing else)
+        "traffic_judged": ["ex7_tiled_test", "ex7_sectors", "ex7_conflicts"],
         "message": "axpy_kernel changed its input `y` (argument 3)",
         # issue 39: a pool kernel without its barrier (a race) fails its cells in one line
         "race": {"ex2_pool": "\n".join(line for line in _solutions_of("03_simt_programming_model")["ex2_pool"]
@@ -270,13 +273,19 @@ def _submissions(lesson: str, blank) -> dict:
             _cell(nb, gid).source = code
         return nb
 
+    def only(cells: dict):   # the blank with only ``cells`` answered
+        nb = copy.deepcopy(blank)
+        for gid, code in cells.items():
+            _cell(nb, gid).source = code
+        return nb
+
     attacks = ATTACKS[lesson]
     students = {"honest": honest, "blank": blank, "overwrite": edited(attacks["overwrite"]),
                 "atomic": edited(attacks["atomic"])}
     for student, cells in attacks.get("traffic", {}).items():
-        students[student] = edited(cells)
+        students[student] = only(cells)
     if "race" in attacks:
-        students["race"] = edited(attacks["race"])
+        students["race"] = only(attacks["race"])
     return students
 
 
@@ -325,13 +334,14 @@ def test_kernels_that_overwrite_their_inputs_earn_only_the_other_exercises(grade
 def test_uncoalesced_transposes_padded_or_one_lane_at_a_time_lose_the_traffic_cells(graded, student):
     """Issue 35, item 5: the naive transpose padded with one lane's thousands of 1-sector rewrites,
     or run one lane at a time (both behind a padded tile), scored full
-    marks on these cells; judged warp by warp it keeps only its values (ex7_tiled_test)."""
+    marks on these cells; judged warp by warp it keeps only its values (ex7_tiled_test). The
+    blank with only this kernel answered: nothing earned outside its cells."""
     if "traffic" not in graded:
         pytest.skip(f"{graded['lesson']} grades no sectors per warp")
     o = graded["by"][student]
     honest = graded["by"]["honest"].cells
-    lost = graded["traffic_loses"]
-    assert o.cells == {g: 0 if g in lost else p for g, p in honest.items()}, o.cells
+    lost, judged = graded["traffic_loses"], graded["traffic_judged"]
+    assert o.cells == {g: (0 if g in lost else p) if g in judged else 0 for g, p in honest.items()}, o.cells
     assert o.cells["ex7_tiled_test"] == 1, o.cells
     page = html.unescape(graded["pages"][student])
     assert "sectors per warp (4 hold the bytes this warp asks for at this line" in page
@@ -354,14 +364,15 @@ def test_kernels_reading_through_atomics_miss_their_read_budgets(graded):
 def test_a_blank_and_a_race_say_so_in_one_line_in_the_feedback(graded):
     """Issue 39, item 3: each test cell of the blank release says in one line which kernel is not
     answered yet (the whitelist said it "uses `raise`"); lesson 03's pool kernel without its
-    barrier loses its exercise's cells, each saying "expected no shared-memory race" with the
-    race, and keeps the rest; no feedback shows a traceback of the checker or the library."""
+    barrier (the blank with only that kernel answered) loses its exercise's cells, saying
+    "expected no shared-memory race" with the race, and earns nothing; no feedback shows a
+    traceback of the checker or the library."""
     blank = html.unescape(graded["pages"]["blank"])
     assert graded["unanswered"] in blank and "uses `raise`" not in blank
     pages = [blank]
     if "race" in graded:
         o, honest = graded["by"]["race"], graded["by"]["honest"].cells
-        assert o.cells == {g: 0 if g.startswith("ex2_") else p for g, p in honest.items()}, o.cells
+        assert o.cells == {g: 0 for g in honest}, o.cells   # ex2's to the race; every other exercise is blank
         pages.append(html.unescape(graded["pages"]["race"]))
         assert ("CheckFailed: pool3_kernel: expected no shared-memory race, got: shared-memory race in block"
                 in pages[-1])

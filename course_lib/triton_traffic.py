@@ -56,7 +56,7 @@ from .triton_handover import (  # noqa: F401 - InputWritten, TensorParameter, GU
     refuse_tensor_constants,
     writable_names,
 )
-from .triton_interpreter import interpreted, jit_calls_interpreted, language_restored, unwrap
+from .triton_interpreter import interpreted, jit_calls_interpreted, language_patched_once, language_restored, unwrap
 from .triton_mode import lecture_kernel_source, prepare, triton_mode  # noqa: F401 - part of this API
 
 MAX_PROGRAMS = 4096          # programs one counted launch may have (the interpreter runs them one by one)
@@ -278,7 +278,7 @@ def _counting(counter: _Counter, limit: int = MAX_BLOCK):
 
     builder.create_masked_load, builder.create_masked_store = counted_load, counted_store
     try:
-        with language_restored(), jit_calls_interpreted():
+        with language_restored(), jit_calls_interpreted(), language_patched_once():
             yield
     finally:
         for k in ops:

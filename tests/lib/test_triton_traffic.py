@@ -285,3 +285,43 @@ def test_the_lecture_kernels_can_be_shown_without_importing_triton():
         assert text.startswith("@triton.jit") and f"def {name}(" in text and text == tk.source(getattr(tk, name))
     with pytest.raises(KeyError):
         triton_traffic.lecture_kernel_source("softmax_kernel")
+
+
+@triton.jit
+def _row_softmax_sum(x, axis: tl.constexpr):   # a helper: one more device call per program
+    e = tl.exp(x - tl.max(x, axis=axis))
+    return e / tl.sum(e, axis=axis)
+
+
+@triton.jit
+def row_softmax_kernel(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + tl.program_id(0) * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    tl.store(out_ptr + tl.program_id(0) * n_cols + cols, _row_softmax_sum(x, 0), mask=cols < n_cols)
+
+
+def test_device_calls_patch_the_language_once_per_launch_and_it_is_put_back():
+    """Inside a counted launch, a device function (tl.max, tl.sum, a kernel's helper) runs against
+    the language the launch patched, without patching it again; the launch's own patch and
+    Triton's _patch_lang are put back afterwards, also after a launch that fails."""
+    from triton.runtime import interpreter
+
+    patch_lang, calls = interpreter._patch_lang, []
+
+    def counted(fn):
+        calls.append(fn.__name__)
+        return patch_lang(fn)
+
+    interpreter._patch_lang = counted
+    try:
+        x, out = torch.randn(5, 7), torch.zeros(5, 7)
+        traffic = triton_traffic.count(row_softmax_kernel, (5,), x, out, 7, BLOCK=8)
+        assert torch.allclose(out, torch.softmax(x, dim=1), atol=1e-6) and traffic.bytes_loaded == 4 * 35
+        launch_calls = len(calls)
+        assert calls[0] == "row_softmax_kernel" and 0 < launch_calls < 5, calls   # not 5 programs x 3 calls
+        with pytest.raises(triton_traffic.OutOfBounds):
+            triton_traffic.count(copy_one_too_far, (1,), torch.zeros(8), torch.zeros(8), 8, BLOCK=16)
+        assert interpreter._patch_lang is counted
+    finally:
+        interpreter._patch_lang = patch_lang
+    assert tl.core.is_builtin(tl.program_id) and tl.core.is_builtin(tl.core.program_id)   # the language as it was

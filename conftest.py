@@ -32,12 +32,19 @@ def pytest_configure(config):
 
         # nbval's kernels forked from a template that imported torch, NumPy, pyplot and ipykernel once
         nbval.kernel.KernelManager = WarmKernelManager   # (course_tools/warm_kernels.py; nbval has no option)
+    if xdist_controller(config):
+        return   # runs no test: its workers start sooner without importing torch (about 2.5 CPU-s)
     try:
         import torch
 
         torch.set_num_threads(1)
     except ImportError:
         pass
+
+
+def xdist_controller(config) -> bool:
+    """Whether this process is pytest-xdist's controller, which hands tests to workers and runs none."""
+    return not hasattr(config, "workerinput") and bool(getattr(config.option, "numprocesses", None))
 
 
 # `make test` runs `pytest -n 3 --dist loadfile --no-loadscope-reorder`: each unit of work goes

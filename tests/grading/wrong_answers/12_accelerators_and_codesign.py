@@ -141,6 +141,40 @@ WRONG_ANSWERS = {
         [('rm[:, None] * stride_a', 'rm[:, None] * (K // 2)'), ('rn[None, :] * stride_w', 'rn[None, :] * (K // 2)'),
          ('rm * stride_sa', 'rm * (K // 32)'), ('rn * stride_sw', 'rn * (K // 32)')],
     ],
+    'ex9_diagnosis': [
+        # flush to zero below the smallest subnormal: values between 2^-25 and 2^-24 round up to 2^-24, not to 0
+        ('((g * scale).abs() <= 2.0 ** -25)', '((g * scale).abs() < 2.0 ** -24)'),
+        # the tie at half the smallest subnormal rounded up: 2^-25 goes to the even code, 0
+        ('((g * scale).abs() <= 2.0 ** -25)', '((g * scale).abs() < 2.0 ** -25)'),
+        # entries already 0 counted as flushed
+        ('    flushed = nonzero & ((g * scale).abs() <= 2.0 ** -25)',
+         '    flushed = (g * scale).abs() <= 2.0 ** -25'),
+        # the share of every entry, zeros included
+        ('    return int(flushed.sum()) / max(int(nonzero.sum()), 1)', '    return int(flushed.sum()) / g.numel()'),
+        # the loss scale ignored
+        ('((g * scale).abs() <= 2.0 ** -25)', '(g.abs() <= 2.0 ** -25)'),
+        # "no NaN, no inf: it trained": fp16 without scaling reported as converged (issue 42)
+        ('    if losses[-1] <= 0.6 * losses[0]:\n        return "trained"',
+         '    return "trained"\n    if losses[-1] <= 0.6 * losses[0]:\n        return "trained"'),
+        # "the loss went down: it trained"
+        ('    if losses[-1] <= 0.6 * losses[0]:', '    if losses[-1] < losses[0]:'),
+        # the best loss on the way taken for the last one
+        ('    if losses[-1] <= 0.6 * losses[0]:', '    if min(losses) <= 0.6 * losses[0]:'),
+        # the zero-gradient share read at the last step, not averaged over the run
+        ('    return "stalled" if sum(zeros) / len(zeros) >= 0.5 else "slow"',
+         '    return "stalled" if zeros[-1] >= 0.5 else "slow"'),
+        # a GradScaler's skipped steps taken for a divergence
+        ('    if not all(math.isfinite(v) for v in losses):',
+         '    if run["skipped"] or not all(math.isfinite(v) for v in losses):'),
+        # stalled whenever most gradients are 0, however far the loss fell
+        [('    if losses[-1] <= 0.6 * losses[0]:\n        return "trained"\n', ''),
+         ('    return "stalled" if sum(zeros) / len(zeros) >= 0.5 else "slow"',
+          '    if sum(zeros) / len(zeros) >= 0.5:\n        return "stalled"\n'
+          '    return "trained" if losses[-1] <= 0.6 * losses[0] else "slow"')],
+        # the mode's name taken for the diagnosis: fp16 without a scaler always stalled
+        ('    zeros = [float(z) for z in run["zero_fraction"]]\n',
+         '    zeros = [1.0 if run["mode"] == "fp16" else 0.0]\n'),
+    ],
 }
 
 LIBRARY_CALLS = {
@@ -209,4 +243,10 @@ LIBRARY_CALLS = {
                        '    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc,\n'
                        '             mask=(rm[:, None] < M) & (rn[None, :] < N))',
                        '    mxfp4_matmul_kernel(a_ptr, sa_ptr, w_ptr, sw_ptr, c_ptr, M, N, K, BLOCK_M, BLOCK_N)')],
+    # the lecture's underflow count: the fraction measured on the lecture's model at the first step, not on
+    # the gradients given
+    'ex9_diagnosis': [('    tensors = grads.values() if isinstance(grads, dict) else [grads]\n',
+                       '    return mixed_precision.underflow_count(mixed_precision.make_model(), '
+                       '*mixed_precision.make_task(), scale=scale)["fraction"]\n'
+                       '    tensors = grads.values() if isinstance(grads, dict) else [grads]\n')],
 }

@@ -14,7 +14,9 @@ L (the row log-sum-exp the forward stores) taken from unscaled scores fails agai
 the backward's mistakes (D from P instead of rowsum(dO * O), the scale missing from dQ or dK, the
 causal mask left out of the recomputation, P from unscaled scores) fail against torch's autograd
 of naive attention, and untiled scores or a causal key block that walks every query block break
-the budgets on tensors and bytes;
+the budgets on tensors and bytes; dK and dV summed into memory from one program per query block (a
+race on a GPU, right values in the interpreter, which runs programs one at a time) store each key
+row once per query block, against the budget of bytes stored once;
 a tensor wider than the exercise's bound on blocks stops the kernel, and so does a tensor
 given to a tl.constexpr parameter.
 
@@ -23,6 +25,63 @@ the lecture's 1-D online softmax applied to one block (it cannot carry the runni
 lecture's fused kernel called from a @triton.jit kernel (refused by the checker: its helper's
 name starts with ``_``; no masks either), and the byte count measured with the lecture's counter
 instead of predicted (the tests ask for a GPU-sized grid the counter refuses).
+"""
+
+# the reference key-block kernel, and the same gradients summed into dk and dv from one program per query block
+_DKDV_SPLIT = """\
+    keys = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    cols = tl.arange(0, BLOCK_D)
+    kv_mask = (keys[:, None] < n) & (cols[None, :] < d)
+    k = tl.load(k_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)
+    v = tl.load(v_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)
+    dk = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    dv = tl.zeros((BLOCK_N, BLOCK_D), dtype=tl.float32)
+    start = 0
+    if CAUSAL:
+        start = tl.program_id(0) * BLOCK_N       # earlier queries see none of these keys
+    for m0 in range(start, n, BLOCK_M):
+        rows = m0 + tl.arange(0, BLOCK_M)
+        q_mask = (rows[:, None] < n) & (cols[None, :] < d)
+        q = tl.load(q_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0)
+        do = tl.load(do_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0)
+        lse = tl.load(lse_ptr + rows, mask=rows < n, other=0.0)
+        delta = tl.load(delta_ptr + rows, mask=rows < n, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+        valid = (rows[:, None] < n) & (keys[None, :] < n)
+        if CAUSAL:
+            valid = valid & (keys[None, :] <= rows[:, None])
+        p = tl.exp(tl.where(valid, s, -float("inf")) - lse[:, None])
+        dv += tl.dot(tl.trans(p), do, input_precision="ieee")
+        ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None])
+        dk += tl.dot(tl.trans(ds), q, input_precision="ieee")
+    tl.store(dk_ptr + keys[:, None] * d + cols[None, :], dk * scale, mask=kv_mask)
+    tl.store(dv_ptr + keys[:, None] * d + cols[None, :], dv, mask=kv_mask)
+"""
+_DKDV_RACE = """\
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)   # one program per query block
+    cols = tl.arange(0, BLOCK_D)
+    q_mask = (rows[:, None] < n) & (cols[None, :] < d)
+    q = tl.load(q_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0)
+    do = tl.load(do_ptr + rows[:, None] * d + cols[None, :], mask=q_mask, other=0.0)
+    lse = tl.load(lse_ptr + rows, mask=rows < n, other=0.0)
+    delta = tl.load(delta_ptr + rows, mask=rows < n, other=0.0)
+    for n0 in range(0, n, BLOCK_N):
+        keys = n0 + tl.arange(0, BLOCK_N)
+        kv_mask = (keys[:, None] < n) & (cols[None, :] < d)
+        k = tl.load(k_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)
+        v = tl.load(v_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)
+        s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
+        valid = (rows[:, None] < n) & (keys[None, :] < n)
+        if CAUSAL:
+            valid = valid & (keys[None, :] <= rows[:, None])
+        p = tl.exp(tl.where(valid, s, -float("inf")) - lse[:, None])
+        ds = p * (tl.dot(do, tl.trans(v), input_precision="ieee") - delta[:, None])
+        dk = tl.load(dk_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)
+        dv = tl.load(dv_ptr + keys[:, None] * d + cols[None, :], mask=kv_mask, other=0.0)
+        dk += tl.dot(tl.trans(ds), q, input_precision="ieee") * scale
+        dv += tl.dot(tl.trans(p), do, input_precision="ieee")
+        tl.store(dk_ptr + keys[:, None] * d + cols[None, :], dk, mask=kv_mask)
+        tl.store(dv_ptr + keys[:, None] * d + cols[None, :], dv, mask=kv_mask)
 """
 
 WRONG_ANSWERS = {
@@ -152,6 +211,11 @@ WRONG_ANSWERS = {
         # causal, but the key-block kernel walks every query block (masked: right values, over the budget)
         ('        start = tl.program_id(0) * BLOCK_N       # earlier queries see none of these keys\n',
          '        start = 0\n'),
+        # dK and dV summed across query blocks without the split: each program (one per query block) adds its
+        # share into dk and dv in memory (load, add, store) while other programs do the same to the same rows,
+        # a race on a GPU; the interpreter runs the programs one after another, so the values come out right,
+        # but every key row is stored once per query block: over the budget of bytes stored once
+        (_DKDV_SPLIT, _DKDV_RACE),
     ],
 }
 

@@ -1,4 +1,4 @@
-"""What the exercise notebooks' test cells call (every lesson, 00-13).
+"""What the exercise notebooks' test cells call (every lesson, 00-17).
 
 - :mod:`.core`: ``check_close``, ``check_array_close``, ``check_equal``, ``check_in``,
   ``check_true``, ``check_raises`` (every lesson); each prints one "ok: NAME" line or raises
@@ -27,6 +27,9 @@
   on gloo processes with point-to-point only, against SDPA (``check_ring_attention``).
 - :mod:`.paged_allocator`: lesson 16's paged block allocator judged op by op from snapshots
   (``check_run``, ``random_ops``).
+- :mod:`.training_runs`: lesson 12's mixed-precision training runs (fp32, fp16 without and with a
+  GradScaler, bf16) that a student's ``verdict`` is judged on, computed once per checker process
+  (``lecture_runs``, ``course_run``).
 
 The multi-process checks are imported from their modules (they import torch.distributed);
 this package itself imports only the light core.

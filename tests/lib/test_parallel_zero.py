@@ -10,6 +10,7 @@ own process instead of communicating, and finds only its own."""
 import copy
 import json
 import math
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -254,44 +255,12 @@ ATTACKS = {
         "    torch.save = lambda obj, f: save(0.0, f)\n"),
 }
 # (f) every rank's gradient looked up in this process (the launcher's frames first, then
-#     gc.get_objects()); the full momentum kept by the function itself across steps
-PEEK = (
-    "def sharded_momentum_step(param, grad, momentum, lr, beta):\n"
-    "    # no communication: find every rank's gradient in this process (frames, gc, files)\n"
-    "    import gc, os, pickle, sys\n"
-    "    rank, world = dist.get_rank(), dist.get_world_size()\n"
-    "    found = []\n"
-    "\n"
-    "    def look(obj, depth=0):\n"
-    "        if isinstance(obj, (list, tuple)):\n"
-    "            if (len(obj) == world and all(torch.is_tensor(t) and t.shape == grad.shape for t in obj)\n"
-    "                    and any(torch.equal(t, grad) for t in obj)):\n"
-    "                found.append(obj)\n"
-    "            elif depth < 6:\n"
-    "                for item in obj:\n"
-    "                    look(item, depth + 1)\n"
-    "        elif depth < 6 and isinstance(obj, dict):\n"
-    "            for item in list(obj.values()):\n"
-    "                look(item, depth + 1)\n"
-    "\n"
-    "    frames, frame = [], sys._getframe(1)\n"
-    "    while frame is not None:\n"
-    "        frames.append(frame)\n"
-    "        frame = frame.f_back\n"
-    "    for frame in reversed(frames):  # the launcher's first: every rank's data\n"
-    "        look(dict(frame.f_locals))\n"
-    "    for obj in gc.get_objects() if not found else ():\n"
-    "        if isinstance(obj, list) and len(obj) == world:\n"
-    "            look(obj, 3)\n"
-    "    mean = torch.stack(list(found[0])).mean(0) if found else grad\n"
-    "    full = sharded_momentum_step.__dict__.setdefault('full', {})\n"
-    "    m = full.get(id(param), torch.zeros_like(param)) * beta + mean\n"
-    "    full[id(param)] = m\n"
-    "    n = param.numel()\n"
-    "    s = -(-n // world)\n"
-    "    lo, hi = min(rank * s, n), min((rank + 1) * s, n)\n"
-    "    momentum.copy_(m[lo:hi])\n"
-    "    param.sub_(lr * m)\n")
+#     gc.get_objects()); the full momentum kept by the function itself across steps: lesson 13's stored
+#     wrong answer of that name (tests/grading/wrong_answers/), here as the whole function
+WRONG_ANSWERS_13 = Path(__file__).parents[1] / "grading" / "wrong_answers" / "13_sharding_and_model_parallelism.py"
+PEEK = "def sharded_momentum_step(param, grad, momentum, lr, beta):\n" + next(
+    new for old, new in runpy.run_path(str(WRONG_ANSWERS_13))["WRONG_ANSWERS"]["ex4_sharded_step"]
+    if "find every rank's gradient in this process" in new)
 
 
 def _cell(nb, grade_id):

@@ -11,7 +11,7 @@
   reveal.js starts, it has exactly the slides the notebook's metadata asks for, every slide
   can be shown with all its fragments, nothing overflows the slide, no text is cut (no
   element scrolls or spills sideways), no line of text lies under the navigation arrows or
-  the slide number (lessons in NOT_YET_CLEAR_OF_CONTROLS excepted), nothing is logged as a
+  the slide number (the deck's fit script keeps text clear of them), nothing is logged as a
   console error, no request fails and none goes to the network. Each slide is checked in one call
   into the page (shown, waited for, measured), in one tab that opens the decks in turn. A
   screenshot of each slide that does not fit is kept under ``build/slide-screenshots/<lesson>/``,
@@ -91,14 +91,6 @@ SHOT_QUALITY = 85
 ALL_SCREENSHOTS = os.environ.get("COURSE_SLIDE_SCREENSHOTS", "") not in ("", "0")   # of every slide, not only misfits
 MIN_ZOOM = 0.75   # the deck's own floor for fitting a tall slide (slides/templates/course_reveal):
                   # below it code is under 16 px on a 720 px slide, unreadable from the back row
-# lessons whose decks still have lines of text under the navigation arrows (bottom right) on a
-# CPU build (slide numbers as measured on 2026-11-28, after code and output lines were made to wrap
-# clear of the arrows, slides/course.css): prose, a widget's label, or a zoomed-out slide's output;
-# split or shorten those lines, then remove the lesson from here so that its deck is checked too
-NOT_YET_CLEAR_OF_CONTROLS = {
-    "01_hardware_foundations": (10,), "02_pytorch_devices": (8,), "03_simt_programming_model": (13, 14, 16, 25, 27),
-    "12_accelerators_and_codesign": (5,), "14_triton": (5,),
-}
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
                   "--disable-dev-shm-usage", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1"]
@@ -265,7 +257,7 @@ def test_deck_steps_through_every_slide_offline(deck_tab, deck_dir, lesson):
         step = page.evaluate(SHOW_AND_MEASURE, [where["h"], where["v"] or 0])
         shown, fit = step["shown"], step["fit"]
         assert "".join(shown.split()) == f"{number}/{expected}", shown
-        if lesson.name not in NOT_YET_CLEAR_OF_CONTROLS and fit["under"]:
+        if fit["under"]:
             fit["problems"].append(f"under the navigation controls: {fit['under']}")
         misfit = fit["problems"] or float(fit["zoom"]) < MIN_ZOOM
         if misfit:

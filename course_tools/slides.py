@@ -12,7 +12,8 @@ running kernel, are disabled and labelled as such (a widget cell tagged
 ``live-only-on-slides``, whose figure the slide already shows statically, keeps only that
 label). Cells tagged ``hide-input-on-slides`` show their output with the code folded (the
 deck template in ``slides/templates``); the notebook itself keeps and executes that code.
-Slides are 1280 x 720 (16:9); a taller slide is scaled to fit, down to 60 %.
+Slides are 1280 x 720 (16:9); a taller slide is scaled to fit, down to 75 %
+(below that, code is too small to read from the back row).
 """
 from __future__ import annotations
 

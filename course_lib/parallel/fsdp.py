@@ -241,7 +241,7 @@ def fsdp2_worker(model_name: str = "lecture", steps: int = 2, batch: int = 8, lr
         loss.backward()
         log.stop()
         optimizer.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
     log.remove()
     local = sum(p.to_local().numel() for p in model.parameters())
     dist.destroy_process_group()
